@@ -1,0 +1,89 @@
+//! A snapshot store for Kubernetes-style objects: one writer, any number of readers, and readers
+//! that never block the writer.
+//!
+//! # What it is
+//!
+//! client-go's informer cache is one map and its indexes behind one reader/writer lock. A
+//! controller that lists 200,000 pods holds the read lock for most of a second, the informer
+//! cannot apply watch events meanwhile, its queue grows and every controller reads stale data.
+//! This crate keeps the same surface (client-go's `Indexer`: add, update, delete, replace,
+//! add_indexers; get, list, by_index, index_keys, ...) but replaces the lock with immutable,
+//! structurally shared snapshots:
+//!
+//! - the [`Writer`] owns a private working copy built on a persistent (copy-on-write) map;
+//! - a publication makes the working copy's current version visible with one atomic pointer swap
+//!   (`arc-swap`); the writer never waits for readers;
+//! - a [`Reader`] takes a [`Snapshot`] in O(1) without waiting and may keep it for seconds; it
+//!   sees the primary map and every index at exactly the same point of the write history.
+//!
+//! # Consistency guarantees
+//!
+//! - A snapshot is immutable. Everything read from one snapshot (get, list, every index) reflects
+//!   the same set of applied changes: those up to [`Snapshot::sequence`].
+//! - Snapshots are published in write order; a later [`Reader::snapshot`] never returns an older
+//!   publication than an earlier call on any thread.
+//! - A single change ([`Writer::add`], [`Writer::delete`], ...) is published when the call
+//!   returns. A [`Batch`] (or [`Writer::apply`]) is published as a whole: readers see all of its
+//!   changes or none.
+//! - Each snapshot reports the resource version it includes ([`Snapshot::resource_version`]) and
+//!   when it was published ([`Snapshot::published_at`]), so staleness can be measured and waited
+//!   on by the layers above.
+//!
+//! # Costs
+//!
+//! - Objects are stored as `Arc<T>`: never deep-copied on read or write. A list returns shared
+//!   pointers; [`Snapshot::iter`] borrows without touching reference counts.
+//! - A write copies the map nodes on its path the first time it touches them after a publication
+//!   (copy-on-write); further writes in the same batch reuse them. Batching amortises this.
+//! - Index maintenance costs two index-function calls per index per write when the object's index
+//!   values do not change (the common update), like client-go since 1.2x.
+//! - Holding an old snapshot retains the nodes and objects the writer has replaced since, and no
+//!   more. Dropping the last holder of an old version frees it on the dropping thread.
+//!
+//! # Backends
+//!
+//! Two persistent maps implement [`backend::PersistentMap`] and can be selected per store with
+//! [`StoreBuilder::backend`]: [`Hamt`] (the default: `imbl`'s hash array mapped trie) and
+//! [`Chunked`] (a hand-written two-level copy-on-write table). They were measured side by side in
+//! the `store` scenario of `snapinformer-sim`; BENCHMARKS.md at the repository root has the
+//! figures and the commands. In short: see the "Choosing the backend" section there.
+//!
+//! # Example
+//!
+//! ```
+//! use std::{collections::BTreeMap, sync::Arc};
+//! use snapinformer_store::{IndexFn, Object, ObjectAccess, StoreBuilder};
+//!
+//! struct Pod { name: String, ns: String, rv: String, node: String }
+//! impl Object for Pod {
+//!     fn name(&self) -> Option<&str> { Some(&self.name) }
+//!     fn namespace(&self) -> Option<&str> { Some(&self.ns) }
+//!     fn resource_version(&self) -> Option<&str> { Some(&self.rv) }
+//! }
+//!
+//! let (mut writer, reader) = StoreBuilder::new(ObjectAccess::<Pod>::of())
+//!     .index("node", IndexFn::field(|p: &Pod| Some(p.node.as_str())))
+//!     .build()?;
+//! writer.add(Arc::new(Pod { name: "a".into(), ns: "default".into(), rv: "7".into(), node: "n1".into() }))?;
+//!
+//! let snap = reader.snapshot(); // O(1), never waits
+//! assert_eq!(snap.by_index("node", "n1")?.len(), 1);
+//! assert_eq!(snap.resource_version(), Some("7"));
+//! assert!(snap.get_by_key("default/a").is_some());
+//! # Ok::<(), snapinformer_store::Error>(())
+//! ```
+
+pub mod backend;
+mod error;
+mod index;
+mod object;
+mod snapshot;
+mod state;
+mod writer;
+
+pub use backend::{Backend, Chunked, Hamt};
+pub use error::{Error, Result};
+pub use index::{IndexFn, IndexValues, Indexers, NAMESPACE_INDEX};
+pub use object::{Object, ObjectAccess, OwnerUids, split_key};
+pub use snapshot::Snapshot;
+pub use writer::{ApplyOutcome, Batch, Change, Reader, StoreBuilder, Writer};

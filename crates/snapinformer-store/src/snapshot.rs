@@ -1,0 +1,195 @@
+//! Immutable snapshots: the read surface.
+
+use std::{sync::Arc, time::Instant};
+
+use crate::{
+    Hamt, ObjectAccess, Result,
+    backend::{Backend, PersistentMap},
+    index::NAMESPACE_INDEX,
+    state::State,
+};
+
+/// One published version of the store: the primary map and every index at the same point of the
+/// write history. Taking it is O(1); holding it costs only the memory of what the writer has
+/// replaced since (shared structure is never copied for a reader).
+///
+/// All reads are lock-free and never wait for the writer. Methods returning references borrow from
+/// the snapshot; the owned variants clone `Arc`s, never objects.
+pub struct Snapshot<T: Send + Sync + 'static, B: Backend = Hamt> {
+    pub(crate) state: Arc<State<T, B>>,
+    pub(crate) access: ObjectAccess<T>,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Clone for Snapshot<T, B> {
+    fn clone(&self) -> Self {
+        Snapshot { state: self.state.clone(), access: self.access }
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Snapshot<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("backend", &B::NAME)
+            .field("len", &self.len())
+            .field("resource_version", &self.resource_version())
+            .field("sequence", &self.sequence())
+            .field("publication", &self.publication())
+            .finish()
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.state.items.len()
+    }
+
+    /// Whether there are no objects.
+    pub fn is_empty(&self) -> bool {
+        self.state.items.is_empty()
+    }
+
+    /// The resource version this snapshot includes: the version of the last object written, or of
+    /// the last `replace`/explicitly set version, whichever came last.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.state.resource_version.as_deref()
+    }
+
+    /// Number of write operations (adds, updates, deletes, replaces) processed up to this snapshot,
+    /// counting deletes of absent keys too: the informer compares it with the number of deltas it
+    /// has queued to measure the writer's lag.
+    pub fn sequence(&self) -> u64 {
+        self.state.sequence
+    }
+
+    /// Number of publications up to and including this one (0 for the initial empty store).
+    pub fn publication(&self) -> u64 {
+        self.state.publication
+    }
+
+    /// When this snapshot was published.
+    pub fn published_at(&self) -> Instant {
+        self.state.published_at
+    }
+
+    /// The object with `obj`'s key (client-go `Get`). Fails only if `obj` has no name.
+    pub fn get(&self, obj: &T) -> Result<Option<&Arc<T>>> {
+        let key = self.access.key(obj)?;
+        Ok(self.get_by_key(&key))
+    }
+
+    /// The object under `key` (`namespace/name` or `name`).
+    #[doc(alias = "GetByKey")]
+    pub fn get_by_key(&self, key: &str) -> Option<&Arc<T>> {
+        self.state.items.get(key)
+    }
+
+    /// Every object, borrowed, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<T>> + '_ {
+        self.state.items.iter().map(|(_, v)| v)
+    }
+
+    /// Every key with its object, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<T>)> + '_ {
+        self.state.items.iter()
+    }
+
+    /// Every object (client-go `List`): a vector of shared pointers.
+    pub fn list(&self) -> Vec<Arc<T>> {
+        self.iter().cloned().collect()
+    }
+
+    /// Every key (client-go `ListKeys`), in no particular order.
+    pub fn list_keys(&self) -> Vec<Arc<str>> {
+        self.state.items.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    /// Objects of one namespace, through the namespace index. An empty `namespace` means all
+    /// namespaces (client-go's `NamespaceAll`).
+    pub fn namespace<'s>(&'s self, namespace: &str) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
+        if namespace.is_empty() {
+            return Box::new(self.iter());
+        }
+        let pos = self.state.index_pos(NAMESPACE_INDEX).expect("the namespace index always exists");
+        self.bucket_iter(pos, namespace)
+    }
+
+    /// Objects of one namespace as a vector (see [`Snapshot::namespace`]).
+    #[doc(alias = "ListAllByNamespace")]
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<T>> {
+        self.namespace(namespace).cloned().collect()
+    }
+
+    fn bucket_iter<'s>(
+        &'s self,
+        pos: usize,
+        value: &str,
+    ) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
+        match self.state.indexes[pos].get(value) {
+            Some(bucket) => Box::new(bucket.iter().filter_map(|(k, _)| self.state.items.get(k))),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
+    /// Objects whose index `index` has `value` (client-go `ByIndex`), borrowed.
+    pub fn by_index_iter<'s>(
+        &'s self,
+        index: &str,
+        value: &str,
+    ) -> Result<Box<dyn Iterator<Item = &'s Arc<T>> + 's>> {
+        let pos = self.state.index_pos(index)?;
+        Ok(self.bucket_iter(pos, value))
+    }
+
+    /// Objects whose index `index` has `value` (client-go `ByIndex`).
+    #[doc(alias = "ByIndex")]
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<T>>> {
+        Ok(self.by_index_iter(index, value)?.cloned().collect())
+    }
+
+    /// Objects that share any of `obj`'s values of index `index` (client-go `Index`), without
+    /// duplicates.
+    pub fn index(&self, index: &str, obj: &T) -> Result<Vec<Arc<T>>> {
+        let pos = self.state.index_pos(index)?;
+        let values = self.state.indexers.entries[pos].1.values(obj);
+        let mut keys: Vec<&Arc<str>> = Vec::new();
+        for value in &values {
+            if let Some(bucket) = self.state.indexes[pos].get(value) {
+                keys.extend(bucket.iter().map(|(k, _)| k));
+            }
+        }
+        if values.len() > 1 {
+            keys.sort_unstable();
+            keys.dedup();
+        }
+        Ok(keys.into_iter().filter_map(|k| self.state.items.get(k).cloned()).collect())
+    }
+
+    /// Keys whose index `index` has `value`, sorted (client-go `IndexKeys`).
+    #[doc(alias = "IndexKeys")]
+    pub fn index_keys(&self, index: &str, value: &str) -> Result<Vec<Arc<str>>> {
+        let pos = self.state.index_pos(index)?;
+        let mut keys: Vec<Arc<str>> = match self.state.indexes[pos].get(value) {
+            Some(bucket) => bucket.iter().map(|(k, _)| k.clone()).collect(),
+            None => Vec::new(),
+        };
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
+    /// The values (bucket names) index `index` currently has, sorted (client-go
+    /// `ListIndexFuncValues`). Empty buckets are removed as soon as they empty.
+    #[doc(alias = "ListIndexFuncValues")]
+    pub fn index_values(&self, index: &str) -> Result<Vec<Arc<str>>> {
+        let pos = self.state.index_pos(index)?;
+        let mut values: Vec<Arc<str>> =
+            self.state.indexes[pos].iter().map(|(k, _)| k.clone()).collect();
+        values.sort_unstable();
+        Ok(values)
+    }
+
+    /// Names of the registered indexes, the namespace index first.
+    pub fn index_names(&self) -> Vec<&str> {
+        self.state.indexers.entries.iter().map(|(n, _)| &**n).collect()
+    }
+}

@@ -1,0 +1,358 @@
+//! The single writer, its batches, and the readers it hands out.
+
+use std::{sync::Arc, time::Instant};
+
+use arc_swap::ArcSwap;
+
+use crate::{
+    Error, Hamt, Indexers, ObjectAccess, Result, Snapshot, backend::Backend, index::IndexFn,
+    index::NAMESPACE_INDEX, state::State,
+};
+
+/// What the writer and all readers share: the published state.
+pub(crate) struct Shared<T: Send + Sync + 'static, B: Backend> {
+    pub(crate) current: ArcSwap<State<T, B>>,
+    pub(crate) access: ObjectAccess<T>,
+}
+
+/// Builds a store: chooses the backend and the initial index functions.
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct StoreBuilder<T: Send + Sync + 'static, B: Backend = Hamt> {
+    access: ObjectAccess<T>,
+    indexers: Indexers<T>,
+    _backend: std::marker::PhantomData<B>,
+}
+
+impl<T: Send + Sync + 'static> StoreBuilder<T, Hamt> {
+    /// A builder for objects read through `access`, on the default backend.
+    pub fn new(access: ObjectAccess<T>) -> Self {
+        StoreBuilder { access, indexers: Indexers::new(), _backend: std::marker::PhantomData }
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
+    /// Selects another backend (see the crate docs for how they compare).
+    pub fn backend<B2: Backend>(self) -> StoreBuilder<T, B2> {
+        StoreBuilder {
+            access: self.access,
+            indexers: self.indexers,
+            _backend: std::marker::PhantomData,
+        }
+    }
+
+    /// Registers an index function (more can be added later with [`Writer::add_indexers`]).
+    pub fn index(mut self, name: impl Into<Arc<str>>, f: IndexFn<T>) -> Self {
+        self.indexers = self.indexers.with(name, f);
+        self
+    }
+
+    /// Registers several index functions.
+    pub fn indexers(mut self, indexers: Indexers<T>) -> Self {
+        self.indexers.entries.extend(indexers.entries);
+        self
+    }
+
+    /// Creates the empty store. Fails with [`Error::IndexExists`] if two index functions share a
+    /// name (the namespace index, [`NAMESPACE_INDEX`], is always registered).
+    pub fn build(self) -> Result<(Writer<T, B>, Reader<T, B>)> {
+        let indexers = Indexers::new()
+            .with(NAMESPACE_INDEX, IndexFn::namespace(self.access))
+            .indexers_from(self.indexers);
+        let state = State::new(indexers)?;
+        let shared =
+            Arc::new(Shared { current: ArcSwap::from_pointee(state.clone()), access: self.access });
+        let reader = Reader { shared: shared.clone() };
+        let writer =
+            Writer { work: state, shared, keybuf: String::new(), pending: 0, pending_rv: None };
+        Ok((writer, reader))
+    }
+}
+
+impl<T> Indexers<T> {
+    fn indexers_from(mut self, other: Indexers<T>) -> Self {
+        self.entries.extend(other.entries);
+        self
+    }
+}
+
+enum PendingRv<T> {
+    Object(Arc<T>),
+    Explicit(Arc<str>),
+}
+
+/// The one writer of a store. It owns a private working copy; every publication makes the working
+/// copy's current version visible to readers in one atomic pointer swap. It never waits for readers.
+///
+/// Single-change methods ([`add`](Writer::add), [`update`](Writer::update),
+/// [`delete`](Writer::delete), ...) publish at once. [`batch`](Writer::batch) and
+/// [`apply`](Writer::apply) publish many changes at once, which is much cheaper per change.
+#[doc(alias = "Indexer")]
+#[doc(alias = "ThreadSafeStore")]
+pub struct Writer<T: Send + Sync + 'static, B: Backend = Hamt> {
+    work: State<T, B>,
+    shared: Arc<Shared<T, B>>,
+    keybuf: String,
+    pending: usize,
+    pending_rv: Option<PendingRv<T>>,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Writer<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("backend", &B::NAME).field("pending", &self.pending).finish()
+    }
+}
+
+/// A change for [`Writer::apply`].
+#[derive(Debug, Clone)]
+pub enum Change<T> {
+    /// Add the object, or replace the object with the same key.
+    Upsert(Arc<T>),
+    /// Delete the object with this object's key (its last known state).
+    Delete(Arc<T>),
+    /// Delete the object with this key.
+    DeleteKey(String),
+}
+
+/// What [`Writer::apply`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct ApplyOutcome {
+    /// Changes applied.
+    pub applied: usize,
+    /// Changes rejected, by position in the input, with the reason. The others were applied.
+    pub rejected: Vec<(usize, Error)>,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
+    /// A new reader of this store.
+    pub fn reader(&self) -> Reader<T, B> {
+        Reader { shared: self.shared.clone() }
+    }
+
+    /// The latest published snapshot (what readers see now).
+    pub fn snapshot(&self) -> Snapshot<T, B> {
+        Snapshot { state: self.shared.current.load_full(), access: self.shared.access }
+    }
+
+    /// The object accessors this store was built with.
+    pub fn access(&self) -> ObjectAccess<T> {
+        self.shared.access
+    }
+
+    /// Adds an object, replacing any object with the same key, and publishes.
+    pub fn add(&mut self, obj: Arc<T>) -> Result<()> {
+        self.stage_upsert(obj)?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Same as [`add`](Writer::add) (client-go's `Update` is an upsert too).
+    pub fn update(&mut self, obj: Arc<T>) -> Result<()> {
+        self.add(obj)
+    }
+
+    /// Deletes the object with `obj`'s key, if present, and publishes. Deleting a missing key is
+    /// not an error. Returns the object that was removed.
+    pub fn delete(&mut self, obj: &T) -> Result<Option<Arc<T>>> {
+        self.shared.access.write_key(obj, &mut self.keybuf)?;
+        let old = self.stage_delete_key_buf();
+        self.publish();
+        Ok(old)
+    }
+
+    /// Deletes the object under `key`, if present, and publishes.
+    pub fn delete_key(&mut self, key: &str) -> Option<Arc<T>> {
+        let old = self.work.remove(key);
+        self.pending += 1;
+        self.publish();
+        old
+    }
+
+    /// Replaces the whole content with `objs` and publishes once, as client-go's `Replace` does
+    /// after a list: objects not in `objs` are gone, indexes are rebuilt. `resource_version` is the
+    /// list's version and becomes the snapshot's. Objects without a name are rejected before
+    /// anything changes.
+    pub fn replace(
+        &mut self,
+        objs: impl IntoIterator<Item = Arc<T>>,
+        resource_version: impl Into<Arc<str>>,
+    ) -> Result<()> {
+        let access = self.shared.access;
+        let keyed =
+            objs.into_iter().map(|o| access.key(&o).map(|k| (k, o))).collect::<Result<Vec<_>>>()?;
+        self.work.replace(keyed);
+        self.pending += 1;
+        self.pending_rv = Some(PendingRv::Explicit(resource_version.into()));
+        self.publish();
+        Ok(())
+    }
+
+    /// client-go's `Resync`: meaningless for the store itself (there is nothing to re-read), so
+    /// it changes nothing; the informer's delta queue is where a resync emits `Sync` deltas.
+    pub fn resync(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Registers more index functions and indexes every existing object with them, then
+    /// publishes. Fails with [`Error::IndexExists`] (and changes nothing) on a duplicate name.
+    pub fn add_indexers(&mut self, indexers: Indexers<T>) -> Result<()> {
+        self.work.add_indexers(indexers)?;
+        self.pending += 1;
+        self.publish();
+        Ok(())
+    }
+
+    /// Starts a batch: its changes become visible together, in one publication, when it is
+    /// committed or dropped.
+    pub fn batch(&mut self) -> Batch<'_, T, B> {
+        Batch { writer: self }
+    }
+
+    /// Applies all `changes` and publishes once. Changes that cannot be applied (an object
+    /// without a name) are reported in the outcome; the others are applied.
+    pub fn apply(&mut self, changes: impl IntoIterator<Item = Change<T>>) -> ApplyOutcome {
+        let mut outcome = ApplyOutcome::default();
+        let mut batch = self.batch();
+        for (i, change) in changes.into_iter().enumerate() {
+            let res = match change {
+                Change::Upsert(obj) => batch.upsert(obj),
+                Change::Delete(obj) => batch.delete(&obj).map(drop),
+                Change::DeleteKey(key) => {
+                    batch.delete_key(&key);
+                    Ok(())
+                }
+            };
+            match res {
+                Ok(()) => outcome.applied += 1,
+                Err(e) => outcome.rejected.push((i, e)),
+            }
+        }
+        batch.commit();
+        outcome
+    }
+
+    fn stage_upsert(&mut self, obj: Arc<T>) -> Result<()> {
+        self.shared.access.write_key(&obj, &mut self.keybuf)?;
+        self.work.upsert(&self.keybuf, obj.clone());
+        self.pending += 1;
+        self.pending_rv = Some(PendingRv::Object(obj));
+        Ok(())
+    }
+
+    fn stage_delete_key_buf(&mut self) -> Option<Arc<T>> {
+        let old = self.work.remove(&self.keybuf);
+        self.pending += 1;
+        old
+    }
+
+    fn publish(&mut self) {
+        if self.pending == 0 {
+            return;
+        }
+        match self.pending_rv.take() {
+            Some(PendingRv::Object(obj)) => {
+                let rv = (self.shared.access.resource_version)(&obj).filter(|rv| !rv.is_empty());
+                if let Some(rv) = rv
+                    && self.work.resource_version.as_deref() != Some(rv)
+                {
+                    self.work.resource_version = Some(rv.into());
+                }
+            }
+            Some(PendingRv::Explicit(rv)) => self.work.resource_version = Some(rv),
+            None => {}
+        }
+        self.work.publication += 1;
+        self.work.published_at = Instant::now();
+        self.pending = 0;
+        self.shared.current.store(Arc::new(self.work.clone()));
+    }
+}
+
+/// A group of changes published together. Commit it, or drop it: both publish.
+#[must_use = "a batch publishes when committed or dropped"]
+pub struct Batch<'w, T: Send + Sync + 'static, B: Backend> {
+    writer: &'w mut Writer<T, B>,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Batch<'_, T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch").field("pending", &self.writer.pending).finish()
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Batch<'_, T, B> {
+    /// Adds or replaces an object.
+    pub fn upsert(&mut self, obj: Arc<T>) -> Result<()> {
+        self.writer.stage_upsert(obj)
+    }
+
+    /// Deletes the object with `obj`'s key, if present; returns it.
+    pub fn delete(&mut self, obj: &T) -> Result<Option<Arc<T>>> {
+        self.writer.shared.access.write_key(obj, &mut self.writer.keybuf)?;
+        Ok(self.writer.stage_delete_key_buf())
+    }
+
+    /// Deletes the object under `key`, if present; returns it.
+    pub fn delete_key(&mut self, key: &str) -> Option<Arc<T>> {
+        self.writer.pending += 1;
+        self.writer.work.remove(key)
+    }
+
+    /// Sets the resource version the published snapshot will report (for example from a watch
+    /// bookmark). Without it, the snapshot reports the version of the last object written.
+    pub fn set_resource_version(&mut self, rv: impl Into<Arc<str>>) {
+        self.writer.pending += 1;
+        self.writer.pending_rv = Some(PendingRv::Explicit(rv.into()));
+    }
+
+    /// The object currently under `key` in the working copy, including this batch's changes.
+    pub fn get_by_key(&self, key: &str) -> Option<&Arc<T>> {
+        use crate::backend::PersistentMap;
+        self.writer.work.items.get(key)
+    }
+
+    /// Number of changes staged since the last publication.
+    pub fn len(&self) -> usize {
+        self.writer.pending
+    }
+
+    /// Whether nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.writer.pending == 0
+    }
+
+    /// Publishes the batch.
+    pub fn commit(self) {}
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Drop for Batch<'_, T, B> {
+    fn drop(&mut self) {
+        self.writer.publish();
+    }
+}
+
+/// A cheap, cloneable handle for taking snapshots. Taking one never waits and never delays the
+/// writer.
+pub struct Reader<T: Send + Sync + 'static, B: Backend = Hamt> {
+    pub(crate) shared: Arc<Shared<T, B>>,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Clone for Reader<T, B> {
+    fn clone(&self) -> Self {
+        Reader { shared: self.shared.clone() }
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Reader<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("backend", &B::NAME).finish()
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Reader<T, B> {
+    /// The latest published snapshot, in O(1). Hold it as long as you like: the writer goes on.
+    pub fn snapshot(&self) -> Snapshot<T, B> {
+        Snapshot { state: self.shared.current.load_full(), access: self.shared.access }
+    }
+}

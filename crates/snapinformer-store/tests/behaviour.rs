@@ -1,0 +1,267 @@
+//! Behaviour tests: error cases, batches, held snapshots, concurrent readers.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, mpsc},
+    thread,
+    time::Duration,
+};
+
+use common::{TObj, access, base_indexers};
+use snapinformer_store::{Change, Chunked, Error, Hamt, IndexFn, Indexers, StoreBuilder};
+
+fn pod(name: &str, node: &str, rv: u64) -> TObj {
+    TObj {
+        name: name.into(),
+        ns: Some("default".into()),
+        rv: rv.to_string(),
+        node: node.into(),
+        owners: vec!["uid-a".into()],
+        labels: BTreeMap::from([("app".into(), "web".into())]),
+    }
+}
+
+#[test]
+fn object_without_a_name_is_rejected_and_changes_nothing() {
+    let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
+    w.add(Arc::new(pod("a", "n1", 1))).unwrap();
+    let before = r.snapshot().publication();
+    let err = w.add(Arc::new(pod("", "n1", 2))).unwrap_err();
+    assert_eq!(err, Error::MissingName { namespace: Some("default".into()) });
+    assert!(err.to_string().contains("no name"), "{err}");
+    assert_eq!(w.delete(&pod("", "n1", 3)).unwrap_err(), err);
+    assert!(w.replace(vec![Arc::new(pod("b", "n", 4)), Arc::new(pod("", "n", 5))], "9").is_err());
+    let snap = r.snapshot();
+    assert_eq!(snap.publication(), before);
+    assert_eq!(snap.list_keys().len(), 1);
+    assert_eq!(snap.resource_version(), Some("1"));
+}
+
+#[test]
+fn unknown_index_is_an_error_naming_the_known_ones() {
+    let (_w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    let snap = r.snapshot();
+    let err = snap.by_index("nodes", "n1").unwrap_err();
+    assert!(matches!(&err, Error::IndexNotFound { name, .. } if name == "nodes"));
+    assert_eq!(
+        err.to_string(),
+        r#"index "nodes" does not exist (registered: namespace, node, owner)"#
+    );
+    assert!(snap.index_keys("nope", "x").is_err());
+    assert!(snap.index_values("nope").is_err());
+    assert!(snap.index("nope", &pod("a", "n", 1)).is_err());
+}
+
+#[test]
+fn duplicate_index_name_is_rejected_and_changes_nothing() {
+    let dup = Indexers::new().with("node", IndexFn::field(|o: &TObj| Some(o.node.as_str())));
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    assert_eq!(w.add_indexers(dup.clone()), Err(Error::IndexExists("node".into())));
+    let twice = Indexers::new()
+        .with("x", IndexFn::field(|o: &TObj| Some(o.node.as_str())))
+        .with("x", IndexFn::field(|o: &TObj| Some(o.node.as_str())));
+    assert_eq!(w.add_indexers(twice), Err(Error::IndexExists("x".into())));
+    assert_eq!(r.snapshot().index_names(), ["namespace", "node", "owner"]);
+    let ns = Indexers::new().with("namespace", IndexFn::field(|o: &TObj| Some(o.node.as_str())));
+    assert_eq!(
+        StoreBuilder::new(access()).indexers(ns).build().unwrap_err(),
+        Error::IndexExists("namespace".into())
+    );
+}
+
+#[test]
+fn add_indexers_after_items_exist_indexes_them() {
+    let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
+    for i in 0..100 {
+        w.add(Arc::new(pod(&format!("p{i}"), &format!("n{}", i % 4), i))).unwrap();
+    }
+    w.add_indexers(Indexers::new().with("node", IndexFn::field(|o: &TObj| Some(o.node.as_str()))))
+        .unwrap();
+    let snap = r.snapshot();
+    assert_eq!(snap.index_values("node").unwrap().len(), 4);
+    assert_eq!(snap.by_index("node", "n1").unwrap().len(), 25);
+}
+
+#[test]
+fn moving_between_buckets_updates_the_index_and_removes_empty_buckets() {
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    w.add(Arc::new(pod("a", "n1", 1))).unwrap();
+    w.update(Arc::new(pod("a", "n2", 2))).unwrap();
+    let snap = r.snapshot();
+    assert_eq!(snap.index_values("node").unwrap().iter().map(|v| &**v).collect::<Vec<_>>(), ["n2"]);
+    assert_eq!(
+        snap.index_keys("node", "n2").unwrap().iter().map(|v| &**v).collect::<Vec<_>>(),
+        ["default/a"]
+    );
+    w.delete_key("default/a");
+    assert!(r.snapshot().index_values("node").unwrap().is_empty());
+    assert!(r.snapshot().index_values("namespace").unwrap().is_empty());
+}
+
+#[test]
+fn batch_is_invisible_until_committed_then_published_once() {
+    let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
+    let start = r.snapshot().publication();
+    let mut batch = w.batch();
+    for i in 0..1000 {
+        batch.upsert(Arc::new(pod(&format!("p{i}"), "n", i))).unwrap();
+    }
+    batch.set_resource_version("5000");
+    assert_eq!(batch.get_by_key("default/p10").unwrap().rv, "10");
+    assert!(r.snapshot().is_empty(), "nothing visible before commit");
+    batch.commit();
+    let snap = r.snapshot();
+    assert_eq!(snap.len(), 1000);
+    assert_eq!(snap.publication(), start + 1);
+    assert_eq!(snap.sequence(), 1000);
+    assert_eq!(snap.resource_version(), Some("5000"));
+}
+
+#[test]
+fn apply_reports_rejected_changes_and_applies_the_rest() {
+    let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
+    let outcome = w.apply(vec![
+        Change::Upsert(Arc::new(pod("a", "n", 1))),
+        Change::Upsert(Arc::new(pod("", "n", 2))),
+        Change::Upsert(Arc::new(pod("b", "n", 3))),
+        Change::DeleteKey("default/a".into()),
+    ]);
+    assert_eq!(outcome.applied, 3);
+    assert_eq!(outcome.rejected.len(), 1);
+    assert_eq!(outcome.rejected[0].0, 1);
+    let keys: Vec<String> = r.snapshot().list_keys().iter().map(|k| k.to_string()).collect();
+    assert_eq!(keys, ["default/b"]);
+}
+
+#[test]
+fn replace_sets_the_list_resource_version_and_drops_missing_keys() {
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    w.add(Arc::new(pod("gone", "n1", 1))).unwrap();
+    w.replace(vec![Arc::new(pod("kept", "n2", 7))], "42").unwrap();
+    let snap = r.snapshot();
+    assert!(snap.get_by_key("default/gone").is_none());
+    assert_eq!(snap.resource_version(), Some("42"));
+    assert!(snap.by_index("node", "n1").unwrap().is_empty());
+    assert_eq!(snap.by_index("node", "n2").unwrap().len(), 1);
+}
+
+#[test]
+fn multi_valued_index_puts_an_object_in_every_bucket_once() {
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    let mut o = pod("a", "n1", 1);
+    o.owners = vec!["u1".into(), "u2".into(), "u1".into()];
+    w.add(Arc::new(o.clone())).unwrap();
+    let snap = r.snapshot();
+    assert_eq!(snap.by_index("owner", "u1").unwrap().len(), 1);
+    assert_eq!(snap.by_index("owner", "u2").unwrap().len(), 1);
+    assert_eq!(snap.index("owner", &o).unwrap().len(), 1, "Index deduplicates across values");
+    o.owners = vec!["u2".into()];
+    w.update(Arc::new(o)).unwrap();
+    assert_eq!(
+        r.snapshot().index_values("owner").unwrap().iter().map(|v| &**v).collect::<Vec<_>>(),
+        ["u2"]
+    );
+}
+
+#[test]
+fn resync_changes_nothing() {
+    let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
+    w.add(Arc::new(pod("a", "n", 1))).unwrap();
+    let before = r.snapshot();
+    w.resync().unwrap();
+    assert_eq!(r.snapshot().publication(), before.publication());
+}
+
+fn held_snapshot_survives_100000_changes<B: snapinformer_store::Backend>() {
+    let (mut w, r) =
+        StoreBuilder::new(access()).backend::<B>().indexers(base_indexers()).build().unwrap();
+    let mut batch = w.batch();
+    for i in 0..2000 {
+        batch.upsert(Arc::new(pod(&format!("p{i}"), &format!("n{}", i % 10), i))).unwrap();
+    }
+    batch.commit();
+    let held = r.snapshot();
+    let expected: Vec<(String, String)> = {
+        let mut v: Vec<_> = held.iter().map(|o| (o.key(), o.rv.clone())).collect();
+        v.sort();
+        v
+    };
+    let (done_tx, done_rx) = mpsc::channel();
+    let writer = thread::spawn(move || {
+        for i in 0..100_000u64 {
+            let name = format!("p{}", i % 3000);
+            if i % 7 == 0 {
+                w.delete_key(&format!("default/{name}"));
+            } else {
+                w.update(Arc::new(pod(&name, &format!("n{}", i % 13), 10_000 + i))).unwrap();
+            }
+        }
+        done_tx.send(w.snapshot().sequence()).unwrap();
+    });
+    // The writer must finish while the snapshot is held; the deadline only catches a deadlock.
+    let applied = done_rx
+        .recv_timeout(Duration::from_secs(300))
+        .expect("writer finished while a snapshot was held");
+    writer.join().unwrap();
+    assert_eq!(applied, 2000 + 100_000, "every change applied");
+    let mut now: Vec<_> = held.iter().map(|o| (o.key(), o.rv.clone())).collect();
+    now.sort();
+    assert_eq!(now, expected, "held snapshot unchanged");
+    assert_eq!(held.by_index("node", "n3").unwrap().len(), 200);
+    assert_ne!(r.snapshot().sequence(), held.sequence());
+}
+
+#[test]
+fn hamt_held_snapshot_is_unchanged_while_the_writer_applies_100000_changes() {
+    held_snapshot_survives_100000_changes::<Hamt>();
+}
+
+#[test]
+fn chunked_held_snapshot_is_unchanged_while_the_writer_applies_100000_changes() {
+    held_snapshot_survives_100000_changes::<Chunked>();
+}
+
+#[test]
+fn concurrent_readers_always_see_internally_consistent_snapshots() {
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let r = r.clone();
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut checked = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let snap = r.snapshot();
+                    // Every object has exactly one node: the node buckets partition the items.
+                    let total: usize = snap
+                        .index_values("node")
+                        .unwrap()
+                        .iter()
+                        .map(|v| snap.by_index("node", v).unwrap().len())
+                        .sum();
+                    assert_eq!(total, snap.len());
+                    assert_eq!(snap.list_namespace("default").len(), snap.len());
+                    checked += 1;
+                }
+                checked
+            })
+        })
+        .collect();
+    for i in 0..20_000u64 {
+        let name = format!("p{}", i % 500);
+        if i % 5 == 0 {
+            w.delete_key(&format!("default/{name}"));
+        } else {
+            let mut b = w.batch();
+            b.upsert(Arc::new(pod(&name, &format!("n{}", i % 7), i))).unwrap();
+            b.upsert(Arc::new(pod(&format!("q{}", i % 300), &format!("n{}", i % 3), i))).unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in readers {
+        assert!(h.join().unwrap() > 0);
+    }
+}
