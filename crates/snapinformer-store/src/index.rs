@@ -103,10 +103,29 @@ impl<T> IndexFn<T> {
     }
 }
 
+/// One registered index.
+pub(crate) struct IndexEntry<T> {
+    pub(crate) name: Arc<str>,
+    pub(crate) f: IndexFn<T>,
+    pub(crate) covering: bool,
+}
+
+impl<T> Clone for IndexEntry<T> {
+    fn clone(&self) -> Self {
+        IndexEntry { name: self.name.clone(), f: self.f.clone(), covering: self.covering }
+    }
+}
+
 /// A set of named index functions, as passed to `add_indexers` (client-go's `cache.Indexers`).
+///
+/// An index is either a *key* index (buckets hold keys; a lookup resolves each key in the primary
+/// map, as client-go does) or a *covering* index (buckets also hold the objects, so
+/// [`by_index`](crate::Snapshot::by_index) reads them straight from the bucket). Covering
+/// makes a lookup of 1000 objects several times faster and costs one more small-map write per
+/// update of an object in the index: use it for the indexes your controllers query in hot loops.
 #[must_use]
 pub struct Indexers<T> {
-    pub(crate) entries: Vec<(Arc<str>, IndexFn<T>)>,
+    pub(crate) entries: Vec<IndexEntry<T>>,
 }
 
 impl<T> Clone for Indexers<T> {
@@ -117,7 +136,7 @@ impl<T> Clone for Indexers<T> {
 
 impl<T> fmt::Debug for Indexers<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.entries.iter().map(|(n, _)| n)).finish()
+        f.debug_list().entries(self.entries.iter().map(|e| (&e.name, e.covering))).finish()
     }
 }
 
@@ -133,9 +152,15 @@ impl<T> Indexers<T> {
         Self::default()
     }
 
-    /// Adds a named index function. A duplicate name is reported by `add_indexers`.
+    /// Adds a named key index. A duplicate name is reported by `add_indexers`.
     pub fn with(mut self, name: impl Into<Arc<str>>, f: IndexFn<T>) -> Self {
-        self.entries.push((name.into(), f));
+        self.entries.push(IndexEntry { name: name.into(), f, covering: false });
+        self
+    }
+
+    /// Adds a named covering index: its buckets hold the objects too (see the type docs).
+    pub fn with_covering(mut self, name: impl Into<Arc<str>>, f: IndexFn<T>) -> Self {
+        self.entries.push(IndexEntry { name: name.into(), f, covering: true });
         self
     }
 

@@ -31,22 +31,38 @@
 //!
 //! # Costs
 //!
-//! - Objects are stored as `Arc<T>`: never deep-copied on read or write. A list returns shared
-//!   pointers; [`Snapshot::iter`] borrows without touching reference counts.
-//! - A write copies the map nodes on its path the first time it touches them after a publication
-//!   (copy-on-write); further writes in the same batch reuse them. Batching amortises this.
-//! - Index maintenance costs two index-function calls per index per write when the object's index
-//!   values do not change (the common update), like client-go since 1.2x.
+//! - Objects are stored as `Arc<T>`: never deep-copied on read or write. Because a snapshot keeps
+//!   everything it contains alive, reads can lend `&Arc<T>` ([`Snapshot::iter`],
+//!   [`Snapshot::list_refs`], [`Snapshot::by_index_refs`]) without touching a single reference
+//!   count; at 200,000 pods that makes a full list about a hundred times cheaper than copying the
+//!   `Arc`s, which is all a locked store can offer (it cannot lend past its lock).
+//! - A write copies the few map nodes on its path that are still shared with the last published
+//!   version (copy-on-write); later writes in the same batch reuse those copies. Each copied
+//!   entry costs reference-count traffic now and when the old version is dropped, so batching
+//!   (one publication per batch) is what makes writes cheap.
+//! - Index maintenance costs two index-function calls per index per write when the object's
+//!   index values do not change (the common update), as in client-go. A *covering* index
+//!   ([`Indexers::with_covering`]) also swaps the object held in its bucket: one more small-map
+//!   write, in exchange for lookups that never touch the primary map.
 //! - Holding an old snapshot retains the nodes and objects the writer has replaced since, and no
 //!   more. Dropping the last holder of an old version frees it on the dropping thread.
+//! - The allocator matters: copy-on-write allocates and frees many small blocks. Under glibc's
+//!   malloc, write throughput in the benchmark fell to about half of what it is under mimalloc
+//!   (see BENCHMARKS.md at the repository root); run services on mimalloc or jemalloc.
 //!
 //! # Backends
 //!
-//! Two persistent maps implement [`backend::PersistentMap`] and can be selected per store with
-//! [`StoreBuilder::backend`]: [`Hamt`] (the default: `imbl`'s hash array mapped trie) and
-//! [`Chunked`] (a hand-written two-level copy-on-write table). They were measured side by side in
-//! the `store` scenario of `snapinformer-sim`; BENCHMARKS.md at the repository root has the
-//! figures and the commands. In short: see the "Choosing the backend" section there.
+//! Two persistent maps implement [`backend::PersistentMap`]; a store picks one with
+//! [`StoreBuilder::backend`]:
+//!
+//! - [`Chunked`] (the default): a hash table of small chunks (6-12 entries) under a two-level
+//!   directory, hand-written for this crate. Iteration is a walk over dense arrays.
+//! - [`Hamt`]: `imbl`'s hash array mapped trie.
+//!
+//! They were measured side by side (the `store` scenario of `snapinformer-sim` and its criterion
+//! benchmarks; figures and commands in BENCHMARKS.md). Both write at a similar speed; `Chunked`
+//! lists 200,000 objects about thirty times faster, resolves index buckets several times faster
+//! and needs less than half the structure memory, which is why it is the default.
 //!
 //! # Example
 //!

@@ -3,10 +3,10 @@
 use std::{sync::Arc, time::Instant};
 
 use crate::{
-    Hamt, ObjectAccess, Result,
+    Chunked, ObjectAccess, Result,
     backend::{Backend, PersistentMap},
     index::NAMESPACE_INDEX,
-    state::State,
+    state::{Bucket, State},
 };
 
 /// One published version of the store: the primary map and every index at the same point of the
@@ -15,7 +15,7 @@ use crate::{
 ///
 /// All reads are lock-free and never wait for the writer. Methods returning references borrow from
 /// the snapshot; the owned variants clone `Arc`s, never objects.
-pub struct Snapshot<T: Send + Sync + 'static, B: Backend = Hamt> {
+pub struct Snapshot<T: Send + Sync + 'static, B: Backend = Chunked> {
     pub(crate) state: Arc<State<T, B>>,
     pub(crate) access: ObjectAccess<T>,
 }
@@ -104,14 +104,36 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         self.state.items.iter().map(|(k, _)| k.clone()).collect()
     }
 
-    /// Objects of one namespace, through the namespace index. An empty `namespace` means all
-    /// namespaces (client-go's `NamespaceAll`).
+    /// Every object as borrowed pointers (client-go `List` without touching a reference count:
+    /// the snapshot keeps them alive). Much cheaper than [`Snapshot::list`] for large stores.
+    pub fn list_refs(&self) -> Vec<&Arc<T>> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend(self.iter());
+        out
+    }
+
+    /// Objects of one namespace. An empty `namespace` means all namespaces (client-go's
+    /// `NamespaceAll`).
+    ///
+    /// When the namespace holds most of the store, the primary map is scanned by key prefix
+    /// instead of resolving every key of the namespace bucket: one sequential pass instead of one
+    /// random lookup per object.
     pub fn namespace<'s>(&'s self, namespace: &str) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
         if namespace.is_empty() {
             return Box::new(self.iter());
         }
         let pos = self.state.index_pos(NAMESPACE_INDEX).expect("the namespace index always exists");
-        self.bucket_iter(pos, namespace)
+        let Some(bucket) = self.state.indexes[pos].get(namespace) else {
+            return Box::new(std::iter::empty());
+        };
+        if bucket.len() * 2 >= self.len() && !matches!(bucket, Bucket::Objects(_)) {
+            let ns = namespace.to_owned();
+            return Box::new(self.state.items.iter().filter_map(move |(k, v)| {
+                let rest = k.strip_prefix(ns.as_str())?;
+                rest.starts_with('/').then_some(v)
+            }));
+        }
+        self.bucket_objects(bucket)
     }
 
     /// Objects of one namespace as a vector (see [`Snapshot::namespace`]).
@@ -120,25 +142,28 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         self.namespace(namespace).cloned().collect()
     }
 
-    fn bucket_iter<'s>(
+    fn bucket_objects<'s>(
         &'s self,
-        pos: usize,
-        value: &str,
+        bucket: &'s Bucket<T, B>,
     ) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
-        match self.state.indexes[pos].get(value) {
-            Some(bucket) => Box::new(bucket.iter().filter_map(|(k, _)| self.state.items.get(k))),
-            None => Box::new(std::iter::empty()),
+        match bucket {
+            Bucket::Objects(m) => Box::new(m.iter().map(|(_, v)| v)),
+            Bucket::Keys(m) => Box::new(m.iter().filter_map(|(k, _)| self.state.items.get(k))),
         }
     }
 
-    /// Objects whose index `index` has `value` (client-go `ByIndex`), borrowed.
+    /// Objects whose index `index` has `value` (client-go `ByIndex`), borrowed. On a covering
+    /// index this reads the bucket alone; on a key index it resolves each key.
     pub fn by_index_iter<'s>(
         &'s self,
         index: &str,
         value: &str,
     ) -> Result<Box<dyn Iterator<Item = &'s Arc<T>> + 's>> {
         let pos = self.state.index_pos(index)?;
-        Ok(self.bucket_iter(pos, value))
+        Ok(match self.state.indexes[pos].get(value) {
+            Some(bucket) => self.bucket_objects(bucket),
+            None => Box::new(std::iter::empty()),
+        })
     }
 
     /// Objects whose index `index` has `value` (client-go `ByIndex`).
@@ -147,15 +172,20 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         Ok(self.by_index_iter(index, value)?.cloned().collect())
     }
 
+    /// Objects whose index `index` has `value`, as borrowed pointers (no reference counting).
+    pub fn by_index_refs(&self, index: &str, value: &str) -> Result<Vec<&Arc<T>>> {
+        Ok(self.by_index_iter(index, value)?.collect())
+    }
+
     /// Objects that share any of `obj`'s values of index `index` (client-go `Index`), without
     /// duplicates.
     pub fn index(&self, index: &str, obj: &T) -> Result<Vec<Arc<T>>> {
         let pos = self.state.index_pos(index)?;
-        let values = self.state.indexers.entries[pos].1.values(obj);
+        let values = self.state.indexers.entries[pos].f.values(obj);
         let mut keys: Vec<&Arc<str>> = Vec::new();
         for value in &values {
             if let Some(bucket) = self.state.indexes[pos].get(value) {
-                keys.extend(bucket.iter().map(|(k, _)| k));
+                keys.extend(bucket.keys());
             }
         }
         if values.len() > 1 {
@@ -170,7 +200,7 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
     pub fn index_keys(&self, index: &str, value: &str) -> Result<Vec<Arc<str>>> {
         let pos = self.state.index_pos(index)?;
         let mut keys: Vec<Arc<str>> = match self.state.indexes[pos].get(value) {
-            Some(bucket) => bucket.iter().map(|(k, _)| k.clone()).collect(),
+            Some(bucket) => bucket.keys().cloned().collect(),
             None => Vec::new(),
         };
         keys.sort_unstable();
@@ -190,6 +220,6 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
 
     /// Names of the registered indexes, the namespace index first.
     pub fn index_names(&self) -> Vec<&str> {
-        self.state.indexers.entries.iter().map(|(n, _)| &**n).collect()
+        self.state.indexers.entries.iter().map(|e| &*e.name).collect()
     }
 }

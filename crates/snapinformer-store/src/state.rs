@@ -5,17 +5,84 @@ use std::{sync::Arc, time::Instant};
 use crate::{
     Error, Result,
     backend::{Backend, PersistentMap},
-    index::{IndexFn, Indexers},
+    index::{IndexEntry, Indexers},
 };
 
-/// Index buckets of one index: index value to the set of keys in that bucket.
-pub(crate) type Buckets<B> = <B as Backend>::Map<<B as Backend>::Map<()>>;
+/// One index bucket: the keys whose objects have one index value, and for a covering index the
+/// objects themselves.
+pub(crate) enum Bucket<T: Send + Sync + 'static, B: Backend> {
+    Keys(B::Map<()>),
+    Objects(B::Map<Arc<T>>),
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Clone for Bucket<T, B> {
+    fn clone(&self) -> Self {
+        match self {
+            Bucket::Keys(m) => Bucket::Keys(m.clone()),
+            Bucket::Objects(m) => Bucket::Objects(m.clone()),
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Bucket<T, B> {
+    fn new(covering: bool) -> Self {
+        if covering {
+            Bucket::Objects(Default::default())
+        } else {
+            Bucket::Keys(Default::default())
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Bucket::Keys(m) => m.len(),
+            Bucket::Objects(m) => m.len(),
+        }
+    }
+
+    fn insert(&mut self, key: Arc<str>, obj: &Arc<T>) {
+        match self {
+            Bucket::Keys(m) => {
+                m.insert(key, ());
+            }
+            Bucket::Objects(m) => {
+                m.insert(key, obj.clone());
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        match self {
+            Bucket::Keys(m) => drop(m.remove(key)),
+            Bucket::Objects(m) => drop(m.remove(key)),
+        }
+    }
+
+    /// Replaces the object held for `key` in a covering bucket.
+    fn refresh(&mut self, key: &str, obj: &Arc<T>) {
+        if let Bucket::Objects(m) = self
+            && let Some(slot) = m.get_mut(key)
+        {
+            *slot = obj.clone();
+        }
+    }
+
+    pub(crate) fn keys(&self) -> Box<dyn Iterator<Item = &Arc<str>> + '_> {
+        match self {
+            Bucket::Keys(m) => Box::new(m.iter().map(|(k, _)| k)),
+            Bucket::Objects(m) => Box::new(m.iter().map(|(k, _)| k)),
+        }
+    }
+}
+
+/// Index buckets of one index: index value to bucket.
+pub(crate) type Buckets<T, B> = <B as Backend>::Map<Bucket<T, B>>;
 
 /// Everything one published version holds. Cloning is O(number of indexes).
 pub(crate) struct State<T: Send + Sync + 'static, B: Backend> {
     pub(crate) items: B::Map<Arc<T>>,
     /// Parallel to `indexers.entries`.
-    pub(crate) indexes: Vec<Buckets<B>>,
+    pub(crate) indexes: Vec<Buckets<T, B>>,
     pub(crate) indexers: Arc<Indexers<T>>,
     pub(crate) resource_version: Option<Arc<str>>,
     pub(crate) sequence: u64,
@@ -53,14 +120,14 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
     }
 
     pub(crate) fn index_pos(&self, name: &str) -> Result<usize> {
-        self.indexers.entries.iter().position(|(n, _)| &**n == name).ok_or_else(|| {
+        self.indexers.entries.iter().position(|e| &*e.name == name).ok_or_else(|| {
             Error::IndexNotFound {
                 name: name.to_owned(),
                 known: self
                     .indexers
                     .entries
                     .iter()
-                    .map(|(n, _)| &**n)
+                    .map(|e| &*e.name)
                     .collect::<Vec<_>>()
                     .join(", "),
             }
@@ -75,8 +142,8 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
         old
     }
 
-    /// Removes the object under `key`; returns it.
-    /// Counts as one operation even when the key is absent.
+    /// Removes the object under `key`; returns it. Counts as one operation even when the key is
+    /// absent.
     pub(crate) fn remove(&mut self, key: &str) -> Option<Arc<T>> {
         self.sequence += 1;
         let (stored_key, old) = self.items.remove(key)?;
@@ -85,26 +152,34 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
     }
 
     /// Moves `key` between index buckets for every index whose values differ between `old` and
-    /// `new`. Indexes whose values did not change (the common update) cost two function calls.
+    /// `new`. A key index whose values did not change (the common update) costs two function
+    /// calls; a covering index also swaps the object it holds.
     fn reindex(
         &mut self,
         key: &str,
         old: Option<&T>,
-        new: Option<&T>,
+        new: Option<&Arc<T>>,
         mut shared_key: Option<Arc<str>>,
     ) {
-        for (pos, (_, f)) in self.indexers.entries.iter().enumerate() {
-            let old_values = old.map(|o| f.values(o)).unwrap_or_default();
-            let new_values = new.map(|n| f.values(n)).unwrap_or_default();
+        for (pos, entry) in self.indexers.entries.iter().enumerate() {
+            let old_values = old.map(|o| entry.f.values(o)).unwrap_or_default();
+            let new_values = new.map(|n| entry.f.values(n)).unwrap_or_default();
+            let buckets = &mut self.indexes[pos];
             if old_values == new_values {
+                if let (true, Some(new)) = (entry.covering, new) {
+                    for value in &new_values {
+                        if let Some(bucket) = buckets.get_mut(value) {
+                            bucket.refresh(key, new);
+                        }
+                    }
+                }
                 continue;
             }
-            let buckets = &mut self.indexes[pos];
             for value in old_values.iter().filter(|v| !new_values.contains(v)) {
                 let now_empty = match buckets.get_mut(value) {
                     Some(bucket) => {
                         bucket.remove(key);
-                        bucket.is_empty()
+                        bucket.len() == 0
                     }
                     None => false,
                 };
@@ -112,7 +187,16 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
                     buckets.remove(value);
                 }
             }
-            for value in new_values.iter().filter(|v| !old_values.contains(v)) {
+            let Some(new) = new else { continue };
+            for value in &new_values {
+                if old_values.contains(value) {
+                    if entry.covering
+                        && let Some(bucket) = buckets.get_mut(value)
+                    {
+                        bucket.refresh(key, new);
+                    }
+                    continue;
+                }
                 let k = shared_key
                     .get_or_insert_with(|| {
                         // The object was just inserted, so its stored key exists; share it.
@@ -123,12 +207,10 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
                     })
                     .clone();
                 match buckets.get_mut(value) {
-                    Some(bucket) => {
-                        bucket.insert(k, ());
-                    }
+                    Some(bucket) => bucket.insert(k, new),
                     None => {
-                        let mut bucket = <B::Map<()>>::default();
-                        bucket.insert(k, ());
+                        let mut bucket = Bucket::new(entry.covering);
+                        bucket.insert(k, new);
                         buckets.upsert(value, bucket);
                     }
                 }
@@ -149,16 +231,16 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
 
     /// Registers more index functions and indexes every existing item with them.
     pub(crate) fn add_indexers(&mut self, new: Indexers<T>) -> Result<()> {
-        for (i, (name, _)) in new.entries.iter().enumerate() {
-            let dup_existing = self.indexers.entries.iter().any(|(n, _)| n == name);
-            let dup_new = new.entries[..i].iter().any(|(n, _)| n == name);
+        for (i, e) in new.entries.iter().enumerate() {
+            let dup_existing = self.indexers.entries.iter().any(|x| x.name == e.name);
+            let dup_new = new.entries[..i].iter().any(|x| x.name == e.name);
             if dup_existing || dup_new {
-                return Err(Error::IndexExists(name.to_string()));
+                return Err(Error::IndexExists(e.name.to_string()));
             }
         }
-        for (name, f) in new.entries {
-            let buckets = build_index::<T, B>(&self.items, &f);
-            Arc::make_mut(&mut self.indexers).entries.push((name, f));
+        for entry in new.entries {
+            let buckets = build_index::<T, B>(&self.items, &entry);
+            Arc::make_mut(&mut self.indexers).entries.push(entry);
             self.indexes.push(buckets);
         }
         Ok(())
@@ -167,18 +249,16 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
 
 fn build_index<T: Send + Sync + 'static, B: Backend>(
     items: &B::Map<Arc<T>>,
-    f: &IndexFn<T>,
-) -> Buckets<B> {
-    let mut buckets: Buckets<B> = Default::default();
+    entry: &IndexEntry<T>,
+) -> Buckets<T, B> {
+    let mut buckets: Buckets<T, B> = Default::default();
     for (key, obj) in items.iter() {
-        for value in f.values(obj) {
+        for value in entry.f.values(obj) {
             match buckets.get_mut(&value) {
-                Some(bucket) => {
-                    bucket.insert(key.clone(), ());
-                }
+                Some(bucket) => bucket.insert(key.clone(), obj),
                 None => {
-                    let mut bucket = <B::Map<()>>::default();
-                    bucket.insert(key.clone(), ());
+                    let mut bucket = Bucket::new(entry.covering);
+                    bucket.insert(key.clone(), obj);
                     buckets.upsert(&value, bucket);
                 }
             }

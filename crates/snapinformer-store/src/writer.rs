@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Instant};
 use arc_swap::ArcSwap;
 
 use crate::{
-    Error, Hamt, Indexers, ObjectAccess, Result, Snapshot, backend::Backend, index::IndexFn,
+    Chunked, Error, Indexers, ObjectAccess, Result, Snapshot, backend::Backend, index::IndexFn,
     index::NAMESPACE_INDEX, state::State,
 };
 
@@ -18,13 +18,13 @@ pub(crate) struct Shared<T: Send + Sync + 'static, B: Backend> {
 /// Builds a store: chooses the backend and the initial index functions.
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct StoreBuilder<T: Send + Sync + 'static, B: Backend = Hamt> {
+pub struct StoreBuilder<T: Send + Sync + 'static, B: Backend = Chunked> {
     access: ObjectAccess<T>,
     indexers: Indexers<T>,
     _backend: std::marker::PhantomData<B>,
 }
 
-impl<T: Send + Sync + 'static> StoreBuilder<T, Hamt> {
+impl<T: Send + Sync + 'static> StoreBuilder<T, Chunked> {
     /// A builder for objects read through `access`, on the default backend.
     pub fn new(access: ObjectAccess<T>) -> Self {
         StoreBuilder { access, indexers: Indexers::new(), _backend: std::marker::PhantomData }
@@ -41,9 +41,16 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
         }
     }
 
-    /// Registers an index function (more can be added later with [`Writer::add_indexers`]).
+    /// Registers a key index (more can be added later with [`Writer::add_indexers`]).
     pub fn index(mut self, name: impl Into<Arc<str>>, f: IndexFn<T>) -> Self {
         self.indexers = self.indexers.with(name, f);
+        self
+    }
+
+    /// Registers a covering index: its buckets hold the objects, so lookups do not go through
+    /// the primary map (see [`Indexers`]).
+    pub fn covering_index(mut self, name: impl Into<Arc<str>>, f: IndexFn<T>) -> Self {
+        self.indexers = self.indexers.with_covering(name, f);
         self
     }
 
@@ -89,7 +96,7 @@ enum PendingRv<T> {
 /// [`apply`](Writer::apply) publish many changes at once, which is much cheaper per change.
 #[doc(alias = "Indexer")]
 #[doc(alias = "ThreadSafeStore")]
-pub struct Writer<T: Send + Sync + 'static, B: Backend = Hamt> {
+pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
     work: State<T, B>,
     shared: Arc<Shared<T, B>>,
     keybuf: String,
@@ -334,7 +341,7 @@ impl<T: Send + Sync + 'static, B: Backend> Drop for Batch<'_, T, B> {
 
 /// A cheap, cloneable handle for taking snapshots. Taking one never waits and never delays the
 /// writer.
-pub struct Reader<T: Send + Sync + 'static, B: Backend = Hamt> {
+pub struct Reader<T: Send + Sync + 'static, B: Backend = Chunked> {
     pub(crate) shared: Arc<Shared<T, B>>,
 }
 

@@ -265,3 +265,13 @@ fn concurrent_readers_always_see_internally_consistent_snapshots() {
         assert!(h.join().unwrap() > 0);
     }
 }
+
+#[test]
+fn covering_index_returns_the_latest_version_after_an_update() {
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    w.add(Arc::new(pod("a", "n1", 1))).unwrap();
+    w.update(Arc::new(pod("a", "n1", 2))).unwrap();
+    let snap = r.snapshot();
+    assert_eq!(snap.by_index("owner", "uid-a").unwrap()[0].rv, "2");
+    assert_eq!(snap.by_index("node", "n1").unwrap()[0].rv, "2");
+}

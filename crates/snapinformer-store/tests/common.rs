@@ -53,7 +53,7 @@ pub fn access() -> ObjectAccess<TObj> {
 pub fn base_indexers() -> Indexers<TObj> {
     Indexers::new()
         .with("node", IndexFn::field(|o: &TObj| Some(o.node.as_str())))
-        .with("owner", IndexFn::owner_uid(access()))
+        .with_covering("owner", IndexFn::owner_uid(access()))
 }
 
 /// A multi-valued index added later in some tests: one bucket per label value and one per key.
@@ -124,6 +124,7 @@ pub fn check<B: Backend>(snap: &Snapshot<TObj, B>, model: &Model) {
         assert_eq!(snap.get(o).unwrap().map(|a| &**a), Some(o), "get {k}");
     }
     assert_eq!(snap.list().len(), model.items.len());
+    assert_eq!(snap.list_refs().len(), model.items.len());
     assert_eq!(snap.index_names(), model.indexes.iter().map(String::as_str).collect::<Vec<_>>());
     for index in &model.indexes {
         let buckets = model.buckets(index);
@@ -134,17 +135,30 @@ pub fn check<B: Backend>(snap: &Snapshot<TObj, B>, model: &Model) {
             let got: Vec<String> =
                 snap.index_keys(index, value).unwrap().iter().map(|k| k.to_string()).collect();
             assert_eq!(got, keys.iter().cloned().collect::<Vec<_>>(), "index_keys {index}={value}");
-            let mut objs: Vec<String> =
-                snap.by_index(index, value).unwrap().iter().map(|o| o.key()).collect();
+            let objs = snap.by_index(index, value).unwrap();
+            for o in &objs {
+                let current = model.items.get(&o.key());
+                assert_eq!(current, Some(&**o), "by_index {index}={value} returns current objects");
+            }
+            let mut objs: Vec<String> = objs.iter().map(|o| o.key()).collect();
             objs.sort();
             assert_eq!(objs, got, "by_index {index}={value}");
+            assert_eq!(snap.by_index_refs(index, value).unwrap().len(), got.len());
         }
         assert!(snap.by_index(index, "no-such-value").unwrap().is_empty());
     }
     let namespaces: BTreeSet<&String> =
         model.items.values().filter_map(|o| o.ns.as_ref()).collect();
     for ns in namespaces {
-        let mut got: Vec<String> = snap.list_namespace(ns).iter().map(|o| o.key()).collect();
+        let objs = snap.list_namespace(ns);
+        for o in &objs {
+            assert_eq!(
+                model.items.get(&o.key()),
+                Some(&**o),
+                "list_namespace {ns} returns current objects"
+            );
+        }
+        let mut got: Vec<String> = objs.iter().map(|o| o.key()).collect();
         got.sort();
         let want: Vec<String> = model
             .items

@@ -12,6 +12,10 @@ use snapinformer_store::{Backend, Change, Chunked, Error, Hamt, Snapshot, StoreB
 #[derive(Debug, Clone)]
 enum Op {
     Upsert(TObj),
+    /// Re-upserts an existing object with only a new resource version (the common watch update).
+    Touch(usize, u16),
+    /// Same, for several objects in one batch.
+    TouchBatch(Vec<(usize, u16)>),
     Delete(TObj),
     DeleteKey(String),
     Batch(Vec<Change<TObj>>),
@@ -52,6 +56,8 @@ fn op_strategy(space: u32) -> impl Strategy<Value = Op> {
     ];
     prop_oneof![
         8 => obj_strategy(space).prop_map(Op::Upsert),
+        6 => (any::<usize>(), any::<u16>()).prop_map(|(i, rv)| Op::Touch(i, rv)),
+        2 => prop::collection::vec((any::<usize>(), any::<u16>()), 1..30).prop_map(Op::TouchBatch),
         2 => obj_strategy(space).prop_map(Op::Delete),
         1 => obj_strategy(space).prop_map(|o| Op::DeleteKey(o.key())),
         3 => prop::collection::vec(change, 0..40).prop_map(Op::Batch),
@@ -88,6 +94,25 @@ fn run<B: Backend>(ops: Vec<Op>) {
             Op::Upsert(o) => {
                 writer.add(Arc::new(o.clone())).unwrap();
                 model_apply(&mut model, &Change::Upsert(Arc::new(o)));
+            }
+            Op::Touch(i, rv) => {
+                if let Some(o) = model.items.values().nth(i % model.items.len().max(1)).cloned() {
+                    let touched = TObj { rv: format!("t{rv}"), ..o };
+                    writer.update(Arc::new(touched.clone())).unwrap();
+                    model_apply(&mut model, &Change::Upsert(Arc::new(touched)));
+                }
+            }
+            Op::TouchBatch(picks) => {
+                let mut changes = Vec::new();
+                for (i, rv) in picks {
+                    if let Some(o) = model.items.values().nth(i % model.items.len().max(1)).cloned()
+                    {
+                        let touched = Arc::new(TObj { rv: format!("t{rv}"), ..o });
+                        model_apply(&mut model, &Change::Upsert(touched.clone()));
+                        changes.push(Change::Upsert(touched));
+                    }
+                }
+                assert!(writer.apply(changes).rejected.is_empty());
             }
             Op::Delete(o) => {
                 let removed = writer.delete(&o).unwrap();

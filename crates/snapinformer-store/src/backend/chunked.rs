@@ -1,17 +1,22 @@
-//! Backend on a two-level copy-on-write table with wide chunks.
+//! Backend on a copy-on-write hash table of small chunks under a two-level directory.
 
 use std::{hash::BuildHasher, sync::Arc};
 
 use super::{Backend, KeyHasher, PersistentMap};
 
-/// Average entries per chunk above which the table doubles its chunk count.
-const MAX_AVG_CHUNK: usize = 32;
+/// Average entries per chunk above which the table doubles its chunk count (so chunks hold 6 to
+/// 12 entries on average). Small chunks keep the copy made by a write short: a write copies one
+/// chunk, and each copied entry costs two reference-count increments now and two decrements when
+/// the old version is dropped.
+const MAX_AVG_CHUNK: usize = 12;
+/// Chunks per directory group (log2).
+const GROUP_BITS: u32 = 6;
 
-/// Two-level copy-on-write hash table: a flat array of chunk pointers, each chunk a small unsorted
-/// table (hashes in one array, entries in another, scanned linearly). A write copies the chunk
-/// array and the chunk it touches at most once per publication; everything else is shared with
-/// published snapshots. Dense chunks make iteration and memory cheap; the price is that every
-/// publication after a write copies the whole chunk array (one pointer per ~24 entries).
+/// Copy-on-write hash table: a directory of groups, each group up to 64 chunk pointers, each chunk
+/// a small unsorted array of `(hash, key, value)` scanned linearly. The first write to a chunk
+/// after a publication copies the directory (one pointer per 64 chunks), the group (64 pointers)
+/// and the chunk (6-12 entries); later writes in the same batch reuse those copies. Dense chunks
+/// make iteration and memory cheap (about 32 bytes per entry plus a pointer per 6-12 entries).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Chunked;
 
@@ -20,53 +25,36 @@ impl Backend for Chunked {
     const NAME: &'static str = "chunked";
 }
 
-#[derive(Clone)]
 struct Chunk<V> {
-    hashes: Vec<u64>,
-    entries: Vec<(Arc<str>, V)>,
+    entries: Vec<(u64, Arc<str>, V)>,
+}
+
+impl<V: Clone> Clone for Chunk<V> {
+    fn clone(&self) -> Self {
+        // Room for one more entry, so that the write that caused the copy does not reallocate.
+        let mut entries = Vec::with_capacity(self.entries.len() + 1);
+        entries.extend(self.entries.iter().cloned());
+        Chunk { entries }
+    }
 }
 
 impl<V> Default for Chunk<V> {
     fn default() -> Self {
-        Chunk { hashes: Vec::new(), entries: Vec::new() }
+        Chunk { entries: Vec::new() }
     }
 }
 
 impl<V> Chunk<V> {
     fn find(&self, hash: u64, key: &str) -> Option<usize> {
-        self.hashes
-            .iter()
-            .enumerate()
-            .filter(|&(_, &h)| h == hash)
-            .map(|(i, _)| i)
-            .find(|&i| &*self.entries[i].0 == key)
-    }
-
-    fn push(&mut self, hash: u64, key: Arc<str>, value: V) {
-        if self.entries.len() == self.entries.capacity() {
-            // Grow by a quarter rather than doubling: chunks are many and small.
-            let extra = (self.entries.len() / 4).max(4);
-            self.entries.reserve_exact(extra);
-            self.hashes.reserve_exact(extra);
-        }
-        self.hashes.push(hash);
-        self.entries.push((key, value));
-    }
-
-    fn swap_remove(&mut self, i: usize) -> (Arc<str>, V) {
-        self.hashes.swap_remove(i);
-        let out = self.entries.swap_remove(i);
-        if self.entries.capacity() > 8 && self.entries.len() < self.entries.capacity() / 4 {
-            self.entries.shrink_to_fit();
-            self.hashes.shrink_to_fit();
-        }
-        out
+        self.entries.iter().position(|(h, k, _)| *h == hash && &**k == key)
     }
 }
 
+type Group<V> = Vec<Arc<Chunk<V>>>;
+
 /// [`PersistentMap`] of the [`Chunked`] backend.
 pub struct ChunkedMap<V> {
-    chunks: Arc<Vec<Arc<Chunk<V>>>>,
+    groups: Arc<Vec<Arc<Group<V>>>>,
     /// log2 of the chunk count.
     bits: u32,
     len: usize,
@@ -74,13 +62,17 @@ pub struct ChunkedMap<V> {
 
 impl<V> Clone for ChunkedMap<V> {
     fn clone(&self) -> Self {
-        ChunkedMap { chunks: self.chunks.clone(), bits: self.bits, len: self.len }
+        ChunkedMap { groups: self.groups.clone(), bits: self.bits, len: self.len }
     }
 }
 
 impl<V> Default for ChunkedMap<V> {
     fn default() -> Self {
-        ChunkedMap { chunks: Arc::new(vec![Arc::new(Chunk::default())]), bits: 0, len: 0 }
+        ChunkedMap {
+            groups: Arc::new(vec![Arc::new(vec![Arc::new(Chunk::default())])]),
+            bits: 0,
+            len: 0,
+        }
     }
 }
 
@@ -89,34 +81,70 @@ fn hash_of(key: &str) -> u64 {
 }
 
 impl<V: Clone> ChunkedMap<V> {
-    fn slot(&self, hash: u64) -> usize {
-        if self.bits == 0 { 0 } else { (hash >> (64 - self.bits)) as usize }
+    /// Group and chunk position of a hash: the top `bits` bits pick the chunk.
+    fn slot(&self, hash: u64) -> (usize, usize) {
+        let chunk = if self.bits == 0 { 0 } else { (hash >> (64 - self.bits)) as usize };
+        (chunk >> GROUP_BITS, chunk & ((1 << GROUP_BITS) - 1))
     }
 
-    fn chunk_mut(&mut self, slot: usize) -> &mut Chunk<V> {
-        Arc::make_mut(&mut Arc::make_mut(&mut self.chunks)[slot])
+    fn chunk(&self, (g, c): (usize, usize)) -> &Chunk<V> {
+        &self.groups[g][c]
+    }
+
+    fn chunk_mut(&mut self, (g, c): (usize, usize)) -> &mut Chunk<V> {
+        let group = &mut Arc::make_mut(&mut self.groups)[g];
+        Arc::make_mut(&mut Arc::make_mut(group)[c])
     }
 
     /// Doubles the chunk count when chunks get too full on average. Each old chunk splits into two
-    /// by the next hash bit; entries are cloned (shared keys and values, so only reference counts).
+    /// by the next hash bit; entries are cloned (shared keys and values: only reference counts).
     fn grow_if_needed(&mut self) {
         if self.len <= MAX_AVG_CHUNK << self.bits {
             return;
         }
         let new_bits = self.bits + 1;
-        let mut out = Vec::with_capacity(1 << new_bits);
-        for chunk in self.chunks.iter() {
+        let per_group = 1usize << GROUP_BITS.min(new_bits);
+        let mut groups: Vec<Arc<Group<V>>> =
+            Vec::with_capacity((1usize << new_bits).div_ceil(per_group));
+        let mut current: Group<V> = Vec::with_capacity(per_group);
+        for chunk in self.groups.iter().flat_map(|g| g.iter()) {
             let (mut lo, mut hi) = (Chunk::default(), Chunk::default());
-            for (h, (k, v)) in chunk.hashes.iter().zip(chunk.entries.iter()) {
-                let bit = (h >> (64 - new_bits)) & 1;
-                let dest = if bit == 0 { &mut lo } else { &mut hi };
-                dest.push(*h, k.clone(), v.clone());
+            for (h, k, v) in &chunk.entries {
+                let dest = if (h >> (63 - self.bits)) & 1 == 0 { &mut lo } else { &mut hi };
+                dest.entries.push((*h, k.clone(), v.clone()));
             }
-            out.push(Arc::new(lo));
-            out.push(Arc::new(hi));
+            for half in [lo, hi] {
+                current.push(Arc::new(half));
+                if current.len() == per_group {
+                    groups.push(Arc::new(std::mem::replace(
+                        &mut current,
+                        Vec::with_capacity(per_group),
+                    )));
+                }
+            }
         }
-        self.chunks = Arc::new(out);
+        debug_assert!(current.is_empty());
+        self.groups = Arc::new(groups);
         self.bits = new_bits;
+    }
+
+    fn insert_hashed(
+        &mut self,
+        hash: u64,
+        key: &str,
+        make_key: impl FnOnce() -> Arc<str>,
+        value: V,
+    ) -> Option<V> {
+        let slot = self.slot(hash);
+        match self.chunk(slot).find(hash, key) {
+            Some(i) => Some(std::mem::replace(&mut self.chunk_mut(slot).entries[i].2, value)),
+            None => {
+                self.chunk_mut(slot).entries.push((hash, make_key(), value));
+                self.len += 1;
+                self.grow_if_needed();
+                None
+            }
+        }
     }
 }
 
@@ -134,9 +162,9 @@ where
 
     fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
         let hash = hash_of(key);
-        let chunk = &self.chunks[self.slot(hash)];
+        let chunk = self.chunk(self.slot(hash));
         chunk.find(hash, key).map(|i| {
-            let (k, v) = &chunk.entries[i];
+            let (_, k, v) = &chunk.entries[i];
             (k, v)
         })
     }
@@ -144,50 +172,40 @@ where
     fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         let hash = hash_of(key);
         let slot = self.slot(hash);
-        let i = self.chunks[slot].find(hash, key)?;
-        Some(&mut self.chunk_mut(slot).entries[i].1)
+        let i = self.chunk(slot).find(hash, key)?;
+        Some(&mut self.chunk_mut(slot).entries[i].2)
     }
 
     fn upsert(&mut self, key: &str, value: V) -> Option<V> {
-        let hash = hash_of(key);
-        let slot = self.slot(hash);
-        match self.chunks[slot].find(hash, key) {
-            Some(i) => Some(std::mem::replace(&mut self.chunk_mut(slot).entries[i].1, value)),
-            None => {
-                self.chunk_mut(slot).push(hash, Arc::from(key), value);
-                self.len += 1;
-                self.grow_if_needed();
-                None
-            }
-        }
+        self.insert_hashed(hash_of(key), key, || Arc::from(key), value)
     }
 
     fn insert(&mut self, key: Arc<str>, value: V) -> Option<V> {
         let hash = hash_of(&key);
-        let slot = self.slot(hash);
-        match self.chunks[slot].find(hash, &key) {
-            Some(i) => Some(std::mem::replace(&mut self.chunk_mut(slot).entries[i].1, value)),
-            None => {
-                self.chunk_mut(slot).push(hash, key, value);
-                self.len += 1;
-                self.grow_if_needed();
-                None
-            }
-        }
+        let k = key.clone();
+        self.insert_hashed(hash, &key, move || k, value)
     }
 
     fn remove(&mut self, key: &str) -> Option<(Arc<str>, V)> {
         let hash = hash_of(key);
         let slot = self.slot(hash);
-        let i = self.chunks[slot].find(hash, key)?;
+        let i = self.chunk(slot).find(hash, key)?;
         self.len -= 1;
-        Some(self.chunk_mut(slot).swap_remove(i))
+        let chunk = self.chunk_mut(slot);
+        let (_, k, v) = chunk.entries.swap_remove(i);
+        if chunk.entries.capacity() > 8 && chunk.entries.len() < chunk.entries.capacity() / 4 {
+            chunk.entries.shrink_to_fit();
+        }
+        Some((k, v))
     }
 
     fn iter<'a>(&'a self) -> impl Iterator<Item = (&'a Arc<str>, &'a V)> + 'a
     where
         V: 'a,
     {
-        self.chunks.iter().flat_map(|c| c.entries.iter().map(|(k, v)| (k, v)))
+        self.groups
+            .iter()
+            .flat_map(|g| g.iter())
+            .flat_map(|c| c.entries.iter().map(|(_, k, v)| (k, v)))
     }
 }

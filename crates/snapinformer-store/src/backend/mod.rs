@@ -53,3 +53,69 @@ pub trait Backend: Send + Sync + 'static {
     /// Short name for reports (`hamt`, `chunked`).
     const NAME: &'static str;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// Differential test: random inserts, replaces and removes against `std::HashMap`, large
+    /// enough to grow the chunked table through several directory groups, with clones taken along
+    /// the way and checked after later writes (a clone is what a snapshot holds).
+    fn matches_std_hashmap<M: PersistentMap<u64>>() {
+        let mut map = M::default();
+        let mut model: HashMap<String, u64> = HashMap::new();
+        let mut held: Vec<(M, HashMap<String, u64>)> = Vec::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..60_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = format!("ns-{}/pod-{}", x % 3, (x >> 8) % 20_000);
+            match x % 10 {
+                0..=5 => assert_eq!(map.upsert(&key, step), model.insert(key.clone(), step)),
+                6 => assert_eq!(map.insert(Arc::from(key.as_str()), step), model.insert(key, step)),
+                7 => {
+                    if let Some(v) = map.get_mut(&key) {
+                        *v += 1;
+                    }
+                    if let Some(v) = model.get_mut(&key) {
+                        *v += 1;
+                    }
+                }
+                _ => assert_eq!(
+                    map.remove(&key).map(|(k, v)| (k.to_string(), v)),
+                    model.remove_entry(&key)
+                ),
+            }
+            if step % 7_919 == 0 {
+                held.push((map.clone(), model.clone()));
+            }
+        }
+        held.push((map, model));
+        for (map, model) in held {
+            assert_eq!(map.len(), model.len());
+            let mut seen = 0;
+            for (k, v) in map.iter() {
+                assert_eq!(model.get(&**k), Some(v), "{k}");
+                seen += 1;
+            }
+            assert_eq!(seen, model.len(), "iteration visits every entry once");
+            for (k, v) in &model {
+                assert_eq!(map.get(k), Some(v));
+                assert_eq!(map.get_key_value(k).map(|(k, _)| k.to_string()).as_ref(), Some(k));
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_map_matches_std_hashmap_through_growth_and_held_clones() {
+        matches_std_hashmap::<ChunkedMap<u64>>();
+    }
+
+    #[test]
+    fn hamt_map_matches_std_hashmap_through_growth_and_held_clones() {
+        matches_std_hashmap::<HamtMap<u64>>();
+    }
+}
