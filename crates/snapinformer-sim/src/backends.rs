@@ -1,0 +1,389 @@
+//! The stores under test, behind one interface: ours (both backends) and the baselines.
+//!
+//! - `snapshot` / `snapshot-chunked`: `snapinformer-store` on its HAMT and chunked backends. A
+//!   batch of arrived events is applied and published once.
+//! - `locked`: a faithful analogue of client-go's `threadSafeMap` up to 1.34: one `RwLock` over
+//!   the items map and every index; the writer takes the write lock once per event; `List` copies
+//!   the pointers under the read lock; `ByIndex` and namespace lists walk an index bucket and look
+//!   each key up under the read lock (client-go's `ListAllByNamespace` then filters by selector
+//!   outside the lock, and so does this).
+//! - `locked-batch`: the same store with 1.35's batched writes: up to 1000 events under one lock.
+//! - `kube-rs`: `kube_runtime::reflector::Store` itself, fed through its `Writer` with
+//!   `apply_watcher_event` (which clones each object and write-locks per event) and read with
+//!   `state()` and `state_filter` (it has no index, so index lookups filter the full list).
+
+use std::{
+    any::Any,
+    collections::{HashMap, HashSet},
+    sync::{Arc, RwLock},
+    time::Instant,
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{reflector, watcher};
+use snapinformer_store::{
+    Backend, Chunked, Hamt, IndexFn, ObjectAccess, Reader, StoreBuilder, Writer, backend::KeyHasher,
+};
+
+use crate::pods::{NODE_INDEX, OWNER_INDEX, access, pod_indexers};
+
+/// Called as prefixes of a batch become visible to readers: `(items now visible, when)`.
+pub type Visible<'a> = &'a mut dyn FnMut(usize, Instant);
+
+/// The write side of a store under test.
+pub trait SimStore: Send {
+    /// Applies `items` in order and reports when they become visible to readers.
+    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>);
+    /// A read handle for another thread.
+    fn reader(&self) -> Box<dyn SimReader>;
+}
+
+/// The read side of a store under test: the reads a controller does in the scenarios.
+///
+/// Each method materialises its result the way that store's API hands results out, then returns
+/// the count: the baselines copy `Arc`s under their lock (they cannot lend references past it);
+/// a snapshot lends references that the snapshot keeps alive, so no reference count is touched.
+pub trait SimReader: Send {
+    /// Every pod (client-go `List`).
+    fn list_all(&self) -> usize;
+    /// Pods of a namespace whose label `key` equals `value` (client-go `ListAllByNamespace` with a
+    /// selector; kube-rs `state_filter`).
+    fn list_namespace_selector(&self, ns: &str, key: &str, value: &str) -> usize;
+    /// Pods owned by `uid` (an owner-UID index lookup; kube-rs filters the full list).
+    fn by_owner(&self, uid: &str) -> usize;
+    /// Pods on `node` (a node index lookup; kube-rs filters the full list).
+    fn by_node(&self, node: &str) -> usize;
+    /// Whatever a reader keeps after a full read (a snapshot, or a copied list), for the memory
+    /// measurement of "a reader holds an old version".
+    fn hold(&self) -> Box<dyn Any + Send>;
+    /// Another handle.
+    fn boxed_clone(&self) -> Box<dyn SimReader>;
+}
+
+/// The backends the simulator knows, by report name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum BackendKind {
+    /// Ours, HAMT backend (the default backend of the store).
+    #[value(name = "snapshot")]
+    Snapshot,
+    /// Ours, chunked copy-on-write backend.
+    #[value(name = "snapshot-chunked")]
+    SnapshotChunked,
+    /// client-go-style lock per event.
+    #[value(name = "locked")]
+    Locked,
+    /// client-go-style lock per batch of up to 1000 events.
+    #[value(name = "locked-batch")]
+    LockedBatch,
+    /// kube-rs' reflector store.
+    #[value(name = "kube-rs")]
+    KubeRs,
+}
+
+impl BackendKind {
+    /// All backends, in report order.
+    pub const ALL: [BackendKind; 5] = [
+        BackendKind::Snapshot,
+        BackendKind::SnapshotChunked,
+        BackendKind::Locked,
+        BackendKind::LockedBatch,
+        BackendKind::KubeRs,
+    ];
+
+    /// Report name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Snapshot => "snapshot",
+            BackendKind::SnapshotChunked => "snapshot-chunked",
+            BackendKind::Locked => "locked",
+            BackendKind::LockedBatch => "locked-batch",
+            BackendKind::KubeRs => "kube-rs",
+        }
+    }
+
+    /// Whether reads through indexes are available (kube-rs filters instead).
+    pub fn has_indexes(self) -> bool {
+        self != BackendKind::KubeRs
+    }
+
+    /// An empty store of this kind.
+    pub fn build(self) -> Box<dyn SimStore> {
+        match self {
+            BackendKind::Snapshot => Box::new(SnapshotStore::<Hamt>::new()),
+            BackendKind::SnapshotChunked => Box::new(SnapshotStore::<Chunked>::new()),
+            BackendKind::Locked => Box::new(LockedStore::new(1)),
+            BackendKind::LockedBatch => Box::new(LockedStore::new(1000)),
+            BackendKind::KubeRs => Box::new(KubeRsStore::new()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ours
+
+struct SnapshotStore<B: Backend> {
+    writer: Writer<Pod, B>,
+}
+
+impl<B: Backend> SnapshotStore<B> {
+    fn new() -> Self {
+        let (writer, _reader) = StoreBuilder::new(access::<Pod>())
+            .backend::<B>()
+            .indexers(pod_indexers())
+            .build()
+            .expect("static index names are distinct");
+        SnapshotStore { writer }
+    }
+}
+
+impl<B: Backend> SimStore for SnapshotStore<B> {
+    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>) {
+        let n = items.len();
+        let mut batch = self.writer.batch();
+        for pod in items {
+            batch.upsert(pod).expect("generated pods have names");
+        }
+        batch.commit();
+        visible(n, Instant::now());
+    }
+
+    fn reader(&self) -> Box<dyn SimReader> {
+        Box::new(SnapshotReader(self.writer.reader()))
+    }
+}
+
+struct SnapshotReader<B: Backend>(Reader<Pod, B>);
+
+fn label_is(p: &Pod, key: &str, value: &str) -> bool {
+    p.metadata.labels.as_ref().and_then(|l| l.get(key)).is_some_and(|v| v == value)
+}
+
+impl<B: Backend> SimReader for SnapshotReader<B> {
+    fn list_all(&self) -> usize {
+        let snap = self.0.snapshot();
+        std::hint::black_box(snap.list_refs()).len()
+    }
+    fn list_namespace_selector(&self, ns: &str, key: &str, value: &str) -> usize {
+        let snap = self.0.snapshot();
+        let found: Vec<&Arc<Pod>> =
+            snap.namespace(ns).filter(|p| label_is(p, key, value)).collect();
+        std::hint::black_box(found).len()
+    }
+    fn by_owner(&self, uid: &str) -> usize {
+        let snap = self.0.snapshot();
+        std::hint::black_box(snap.by_index_refs(OWNER_INDEX, uid).expect("owner index exists"))
+            .len()
+    }
+    fn by_node(&self, node: &str) -> usize {
+        let snap = self.0.snapshot();
+        std::hint::black_box(snap.by_index_refs(NODE_INDEX, node).expect("node index exists")).len()
+    }
+    fn hold(&self) -> Box<dyn Any + Send> {
+        Box::new(self.0.snapshot())
+    }
+    fn boxed_clone(&self) -> Box<dyn SimReader> {
+        Box::new(SnapshotReader(self.0.clone()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// client-go analogue
+
+type Bucket = HashSet<Arc<str>, KeyHasher>;
+
+struct LockedIndex {
+    name: &'static str,
+    f: IndexFn<Pod>,
+    buckets: HashMap<String, Bucket, KeyHasher>,
+}
+
+struct LockedInner {
+    items: HashMap<Arc<str>, Arc<Pod>, KeyHasher>,
+    indices: Vec<LockedIndex>,
+}
+
+impl LockedInner {
+    /// client-go's `updateIndices`: skip an index whose single value did not change; otherwise
+    /// remove the key from the old buckets (dropping empty ones) and add it to the new ones.
+    fn update_indices(&mut self, old: Option<&Pod>, new: Option<&Pod>, key: &Arc<str>) {
+        for index in &mut self.indices {
+            let old_values = old.map(|o| index.f.values(o)).unwrap_or_default();
+            let new_values = new.map(|n| index.f.values(n)).unwrap_or_default();
+            if old_values.len() == 1 && new_values.len() == 1 && old_values[0] == new_values[0] {
+                continue;
+            }
+            for v in &old_values {
+                if let Some(set) = index.buckets.get_mut(v.as_ref()) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        index.buckets.remove(v.as_ref());
+                    }
+                }
+            }
+            for v in &new_values {
+                index.buckets.entry(v.to_string()).or_default().insert(key.clone());
+            }
+        }
+    }
+
+    fn upsert(&mut self, key: &str, obj: Arc<Pod>) {
+        let key: Arc<str> = match self.items.get_key_value(key) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(key),
+        };
+        let old = self.items.insert(key.clone(), obj.clone());
+        self.update_indices(old.as_deref(), Some(&obj), &key);
+    }
+
+    fn by_index(&self, index: &str, value: &str) -> Vec<Arc<Pod>> {
+        let index = self.indices.iter().find(|i| i.name == index).expect("index exists");
+        match index.buckets.get(value) {
+            Some(set) => set.iter().filter_map(|k| self.items.get(k).cloned()).collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+struct LockedStore {
+    inner: Arc<RwLock<LockedInner>>,
+    access: ObjectAccess<Pod>,
+    per_lock: usize,
+    keybuf: String,
+}
+
+impl LockedStore {
+    fn new(per_lock: usize) -> Self {
+        let indices = [("namespace", IndexFn::namespace(access::<Pod>()))]
+            .into_iter()
+            .chain([OWNER_INDEX, NODE_INDEX].into_iter().zip(pod_indexers_fns()))
+            .map(|(name, f)| LockedIndex { name, f, buckets: HashMap::default() })
+            .collect();
+        LockedStore {
+            inner: Arc::new(RwLock::new(LockedInner { items: HashMap::default(), indices })),
+            access: access::<Pod>(),
+            per_lock,
+            keybuf: String::new(),
+        }
+    }
+}
+
+fn pod_indexers_fns() -> [IndexFn<Pod>; 2] {
+    [IndexFn::owner_uid(access::<Pod>()), IndexFn::field(crate::pods::pod_node)]
+}
+
+impl SimStore for LockedStore {
+    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>) {
+        let mut done = 0;
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let mut guard = self.inner.write().expect("lock not poisoned");
+            for pod in items.by_ref().take(self.per_lock) {
+                self.access.write_key(&pod, &mut self.keybuf).expect("generated pods have names");
+                guard.upsert(&self.keybuf, pod);
+                done += 1;
+            }
+            drop(guard);
+            visible(done, Instant::now());
+        }
+    }
+
+    fn reader(&self) -> Box<dyn SimReader> {
+        Box::new(LockedReader(self.inner.clone()))
+    }
+}
+
+struct LockedReader(Arc<RwLock<LockedInner>>);
+
+impl LockedReader {
+    fn list(&self) -> Vec<Arc<Pod>> {
+        let g = self.0.read().expect("lock not poisoned");
+        g.items.values().cloned().collect()
+    }
+}
+
+impl SimReader for LockedReader {
+    fn list_all(&self) -> usize {
+        std::hint::black_box(self.list()).len()
+    }
+    fn list_namespace_selector(&self, ns: &str, key: &str, value: &str) -> usize {
+        // client-go ListAllByNamespace: Index(namespace) under the read lock, then filter outside.
+        let items = self.0.read().expect("lock not poisoned").by_index("namespace", ns);
+        let found: Vec<Arc<Pod>> = items.into_iter().filter(|p| label_is(p, key, value)).collect();
+        std::hint::black_box(found).len()
+    }
+    fn by_owner(&self, uid: &str) -> usize {
+        std::hint::black_box(self.0.read().expect("lock not poisoned").by_index(OWNER_INDEX, uid))
+            .len()
+    }
+    fn by_node(&self, node: &str) -> usize {
+        std::hint::black_box(self.0.read().expect("lock not poisoned").by_index(NODE_INDEX, node))
+            .len()
+    }
+    fn hold(&self) -> Box<dyn Any + Send> {
+        Box::new(self.list())
+    }
+    fn boxed_clone(&self) -> Box<dyn SimReader> {
+        Box::new(LockedReader(self.0.clone()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kube-rs
+
+struct KubeRsStore {
+    writer: reflector::store::Writer<Pod>,
+}
+
+impl KubeRsStore {
+    fn new() -> Self {
+        KubeRsStore { writer: reflector::store::Writer::default() }
+    }
+}
+
+impl SimStore for KubeRsStore {
+    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>) {
+        let mut done = 0;
+        for pod in items {
+            // The writer takes events by reference and clones the object into its own Arc; we
+            // hand it the object without an extra copy when we hold the only reference.
+            let event = watcher::Event::Apply(Arc::unwrap_or_clone(pod));
+            self.writer.apply_watcher_event(&event);
+            done += 1;
+            visible(done, Instant::now());
+        }
+    }
+
+    fn reader(&self) -> Box<dyn SimReader> {
+        Box::new(KubeRsReader(self.writer.as_reader()))
+    }
+}
+
+struct KubeRsReader(reflector::Store<Pod>);
+
+fn owned_by(p: &Pod, uid: &str) -> bool {
+    p.metadata.owner_references.iter().flatten().any(|o| o.uid == uid)
+}
+
+impl SimReader for KubeRsReader {
+    fn list_all(&self) -> usize {
+        std::hint::black_box(self.0.state()).len()
+    }
+    fn list_namespace_selector(&self, ns: &str, key: &str, value: &str) -> usize {
+        let found = self.0.state_filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns) && label_is(p, key, value)
+        });
+        std::hint::black_box(found).len()
+    }
+    fn by_owner(&self, uid: &str) -> usize {
+        std::hint::black_box(self.0.state_filter(|p| owned_by(p, uid))).len()
+    }
+    fn by_node(&self, node: &str) -> usize {
+        std::hint::black_box(self.0.state_filter(|p| crate::pods::pod_node(p) == Some(node))).len()
+    }
+    fn hold(&self) -> Box<dyn Any + Send> {
+        Box::new(self.0.state())
+    }
+    fn boxed_clone(&self) -> Box<dyn SimReader> {
+        Box::new(KubeRsReader(self.0.clone()))
+    }
+}

@@ -1,0 +1,244 @@
+//! `snapinformer-sim`: runs the scenarios and writes their reports.
+
+use std::{
+    io::{BufRead, BufReader, IsTerminal},
+    path::PathBuf,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use snapinformer_sim::{
+    backends::BackendKind,
+    plot,
+    report::{self, Environment, StoreReport},
+    store_scenario::{self, BackendReport, HeapMeter, StoreParams},
+};
+
+/// Every backend runs on mimalloc, counted by `cap`. Under glibc's allocator the copy-on-write
+/// stores lose most of their write throughput to `malloc_consolidate` and free-list sorting (see
+/// BENCHMARKS.md); services that care run mimalloc or jemalloc, and so does the comparison.
+#[global_allocator]
+static HEAP: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
+
+struct GlobalHeap;
+
+impl HeapMeter for GlobalHeap {
+    fn current(&self) -> u64 {
+        HEAP.allocated() as u64
+    }
+    fn peak(&self) -> u64 {
+        HEAP.max_allocated() as u64
+    }
+}
+
+/// Reproduces the informer-cache contention of the field report and measures the stores side by
+/// side.
+#[derive(Parser, Debug)]
+#[command(name = "snapinformer-sim", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// The store alone: one writer (saturated, then open loop) and paced readers, per backend.
+    Store(StoreArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct StoreArgs {
+    /// Pods in the store (200 owners of 1000 pods at the default).
+    #[arg(long, default_value_t = 200_000)]
+    objects: usize,
+    /// Nodes the pods are spread over.
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Reader threads (paced to use at most one core together).
+    #[arg(long, default_value_t = 10)]
+    readers: usize,
+    /// Length of the open-loop phase.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Open-loop arrival rate in updates per second; 0 runs saturation only.
+    #[arg(long, default_value_t = 20_000)]
+    rate: u64,
+    /// Updates applied in each saturation phase (default: 2 x objects, at least 20,000).
+    #[arg(long)]
+    updates: Option<usize>,
+    /// Backends to run (default: all).
+    #[arg(long, value_delimiter = ',')]
+    backends: Vec<BackendKind>,
+    /// Directory for report.json and the plots.
+    #[arg(long, default_value = "out/store")]
+    out: PathBuf,
+    /// A small version that runs in seconds (for CI): 5,000 pods, 4 readers, 2 s at 5,000/s.
+    #[arg(long)]
+    quick: bool,
+    /// Internal: run one backend in this process and write its JSON here.
+    #[arg(long, hide = true, requires = "worker_out")]
+    worker: Option<BackendKind>,
+    /// Internal: where the worker writes its JSON.
+    #[arg(long, hide = true)]
+    worker_out: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    fn params(&self) -> StoreParams {
+        if self.quick {
+            return StoreParams {
+                objects: 5000,
+                nodes: 50,
+                readers: 4,
+                duration_s: 2.0,
+                rate: 5000,
+                updates: 20_000,
+                open_loop: true,
+            };
+        }
+        StoreParams {
+            objects: self.objects,
+            nodes: self.nodes,
+            readers: self.readers,
+            duration_s: self.duration.as_secs_f64(),
+            rate: self.rate,
+            updates: self.updates.unwrap_or((self.objects * 2).max(20_000)),
+            open_loop: self.rate > 0,
+        }
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Store(args) => run_store(args),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run_store(args: StoreArgs) -> Result<(), String> {
+    let params = args.params();
+    if let Some(kind) = args.worker {
+        let out = args.worker_out.as_ref().expect("clap requires --worker-out with --worker");
+        let report = store_scenario::run_backend(kind, &params, &GlobalHeap, &|msg| {
+            eprintln!("phase: {msg}")
+        });
+        let json = serde_json::to_vec(&report).map_err(|e| e.to_string())?;
+        return std::fs::write(out, json).map_err(|e| format!("writing {}: {e}", out.display()));
+    }
+    if params.objects == 0 {
+        return Err("--objects must be at least 1".into());
+    }
+    let kinds =
+        if args.backends.is_empty() { BackendKind::ALL.to_vec() } else { args.backends.clone() };
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
+    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let bar = progress_bar(kinds.len() as u64);
+    let mut backends = Vec::new();
+    for kind in &kinds {
+        bar.set_message(format!("{}: starting", kind.name()));
+        backends.push(run_worker(*kind, &args, &bar)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let ours = if kinds.contains(&BackendKind::Snapshot) { "snapshot" } else { "snapshot-chunked" };
+    let mut targets = report::targets(&backends, ours, params.open_loop);
+    if kinds.contains(&BackendKind::SnapshotChunked) && ours == "snapshot" {
+        targets.extend(report::targets(&backends, "snapshot-chunked", params.open_loop));
+    }
+    let report = StoreReport {
+        scenario: "store".into(),
+        params: params.clone(),
+        environment: Environment {
+            started_at,
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        },
+        backends,
+        targets,
+    };
+    println!("{}", report::table(&report));
+    let json_path = args.out.join("report.json");
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(&json_path, json)
+        .map_err(|e| format!("writing {}: {e}", json_path.display()))?;
+    println!("wrote {}", json_path.display());
+    let subtitle =
+        format!("{} pods, {} readers, {}/s", params.objects, params.readers, params.rate);
+    if params.open_loop {
+        match plot::write_plots(&args.out, &report.backends, &subtitle) {
+            Ok(files) => files.iter().for_each(|f| println!("wrote {}", f.display())),
+            Err(e) => eprintln!("warning: plots not written: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn progress_bar(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} backends  {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Runs one backend in a child process, relaying its phase messages to the progress bar (or to
+/// stderr as plain lines when stderr is not a terminal).
+fn run_worker(
+    kind: BackendKind,
+    args: &StoreArgs,
+    bar: &ProgressBar,
+) -> Result<BackendReport, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding own executable: {e}"))?;
+    let out = args.out.join(format!(".worker-{}.json", kind.name()));
+    let mut cmd = Command::new(exe);
+    cmd.arg("store")
+        .args(["--objects", &args.objects.to_string()])
+        .args(["--nodes", &args.nodes.to_string()])
+        .args(["--readers", &args.readers.to_string()])
+        .args(["--duration", &format!("{}ms", args.duration.as_millis())])
+        .args(["--rate", &args.rate.to_string()])
+        .args(["--worker", kind.name()])
+        .arg("--worker-out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(u) = args.updates {
+        cmd.args(["--updates", &u.to_string()]);
+    }
+    if args.quick {
+        cmd.arg("--quick");
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("starting worker for {}: {e}", kind.name()))?;
+    let plain = !std::io::stderr().is_terminal();
+    let mut tail = Vec::new();
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(msg) = line.strip_prefix("phase: ") {
+                if plain {
+                    eprintln!("[{}] {msg}", kind.name());
+                }
+                bar.set_message(format!("{}: {msg}", kind.name()));
+            } else {
+                tail.push(line);
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| format!("waiting for worker {}: {e}", kind.name()))?;
+    if !status.success() {
+        return Err(format!("worker for {} failed ({status}):\n{}", kind.name(), tail.join("\n")));
+    }
+    let bytes = std::fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()))?;
+    let _ = std::fs::remove_file(&out);
+    serde_json::from_slice(&bytes)
+        .map_err(|e| format!("parsing worker output for {}: {e}", kind.name()))
+}

@@ -1,0 +1,314 @@
+//! Realistic pods for the scenarios: StatefulSet-owned pods of about 3 KB, and their updates.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use k8s_openapi::{
+    api::core::v1::{
+        Container, ContainerPort, ContainerState, ContainerStateRunning, ContainerStatus, EnvVar,
+        Pod, PodCondition, PodIP, PodSpec, PodStatus, ResourceRequirements, Toleration, Volume,
+        VolumeMount,
+    },
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{ObjectMeta, OwnerReference, Time},
+    },
+    jiff::Timestamp,
+};
+use snapinformer_store::{IndexFn, Indexers, ObjectAccess, OwnerUids};
+
+/// Name of the owner-UID index in every backend that has indexes.
+pub const OWNER_INDEX: &str = "owner";
+/// Name of the node-name index.
+pub const NODE_INDEX: &str = "node";
+/// The namespace every scenario pod lives in (the report's worst case: one namespace).
+pub const NAMESPACE: &str = "default";
+
+/// Shape of a generated population.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Shape {
+    /// Number of owners (StatefulSets).
+    pub owners: usize,
+    /// Pods per owner.
+    pub per_owner: usize,
+    /// Number of nodes pods are spread over.
+    pub nodes: usize,
+}
+
+impl Shape {
+    /// `objects` pods in sets of 1000 (fewer if `objects` is small), over `nodes` nodes.
+    pub fn for_objects(objects: usize, nodes: usize) -> Self {
+        let per_owner = objects.clamp(1, 1000);
+        Shape { owners: objects.div_ceil(per_owner), per_owner, nodes: nodes.max(1) }
+    }
+
+    /// Total pods.
+    pub fn total(&self) -> usize {
+        self.owners * self.per_owner
+    }
+}
+
+/// UID of owner `i` (deterministic, UUID-shaped).
+pub fn owner_uid(i: usize) -> String {
+    format!("5e1f0c2a-{:04x}-4b7e-9d3c-{:012x}", i % 0xffff, i)
+}
+
+/// Name of node `i`.
+pub fn node_name(i: usize) -> String {
+    format!("ip-10-0-{}-{}.ec2.internal", i / 250, i % 250)
+}
+
+fn ts(secs: i64) -> Time {
+    Time(Timestamp::from_second(1_764_000_000 + secs).expect("valid timestamp"))
+}
+
+/// Pod number `i` of `shape`, at resource version `rv`, on node `node`.
+pub fn make_pod(shape: &Shape, i: usize, rv: u64, node: usize) -> Pod {
+    let owner = i / shape.per_owner;
+    let ordinal = i % shape.per_owner;
+    let set = format!("web-{owner}");
+    let name = format!("{set}-{ordinal}");
+    let labels = BTreeMap::from([
+        ("app".to_string(), set.clone()),
+        ("controller-revision-hash".to_string(), format!("{set}-7c9d5f8b6d")),
+        ("statefulset.kubernetes.io/pod-name".to_string(), name.clone()),
+        ("apps.kubernetes.io/pod-index".to_string(), ordinal.to_string()),
+        ("tier".to_string(), "backend".to_string()),
+    ]);
+    let annotations = BTreeMap::from([
+        ("kubectl.kubernetes.io/default-container".to_string(), "app".to_string()),
+        ("prometheus.io/scrape".to_string(), "true".to_string()),
+        ("prometheus.io/port".to_string(), "9102".to_string()),
+    ]);
+    let env: Vec<EnvVar> = (0..6)
+        .map(|e| EnvVar {
+            name: format!("SETTING_{e}"),
+            value: Some(format!("value-{e}-{set}")),
+            ..Default::default()
+        })
+        .collect();
+    let container = |cname: &str, image: &str, port: i32| Container {
+        name: cname.to_string(),
+        image: Some(image.to_string()),
+        ports: Some(vec![ContainerPort {
+            container_port: port,
+            name: Some("http".into()),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        env: Some(env.clone()),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), Quantity("100m".into())),
+                ("memory".to_string(), Quantity("128Mi".into())),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_string(), Quantity("256Mi".into()))])),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "data".into(),
+                mount_path: "/var/lib/data".into(),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "kube-api-access".into(),
+                mount_path: "/var/run/secrets/kubernetes.io/serviceaccount".into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+        ]),
+        termination_message_path: Some("/dev/termination-log".into()),
+        termination_message_policy: Some("File".into()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        ..Default::default()
+    };
+    let node = node_name(node);
+    let cond = |t: &str, secs: i64| PodCondition {
+        type_: t.to_string(),
+        status: "True".into(),
+        last_transition_time: Some(ts(secs)),
+        ..Default::default()
+    };
+    let status_of = |cname: &str, image: &str| ContainerStatus {
+        name: cname.to_string(),
+        image: image.to_string(),
+        image_id: format!("docker.io/library/{image}@sha256:{:064x}", i),
+        container_id: Some(format!("containerd://{:064x}", i * 7 + 3)),
+        ready: true,
+        restart_count: 0,
+        started: Some(true),
+        state: Some(ContainerState {
+            running: Some(ContainerStateRunning { started_at: Some(ts(30)) }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let ip = format!("10.1.{}.{}", (i / 250) % 250, i % 250);
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name),
+            generate_name: None,
+            namespace: Some(NAMESPACE.to_string()),
+            uid: Some(format!("{:08x}-aaaa-4bbb-8ccc-{:012x}", i, i * 31)),
+            resource_version: Some(rv.to_string()),
+            creation_timestamp: Some(ts(0)),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "StatefulSet".into(),
+                name: set,
+                uid: owner_uid(owner),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![
+                container("app", "registry.example.com/web:1.27.3", 8080),
+                container("sidecar", "registry.example.com/proxy:2.4.1", 15001),
+            ],
+            node_name: Some(node.clone()),
+            hostname: None,
+            restart_policy: Some("Always".into()),
+            dns_policy: Some("ClusterFirst".into()),
+            service_account_name: Some("default".into()),
+            scheduler_name: Some("default-scheduler".into()),
+            termination_grace_period_seconds: Some(30),
+            priority: Some(0),
+            enable_service_links: Some(true),
+            preemption_policy: Some("PreemptLowerPriority".into()),
+            tolerations: Some(vec![
+                Toleration {
+                    key: Some("node.kubernetes.io/not-ready".into()),
+                    operator: Some("Exists".into()),
+                    effect: Some("NoExecute".into()),
+                    toleration_seconds: Some(300),
+                    ..Default::default()
+                },
+                Toleration {
+                    key: Some("node.kubernetes.io/unreachable".into()),
+                    operator: Some("Exists".into()),
+                    effect: Some("NoExecute".into()),
+                    toleration_seconds: Some(300),
+                    ..Default::default()
+                },
+            ]),
+            volumes: Some(vec![
+                Volume { name: "data".into(), ..Default::default() },
+                Volume { name: "kube-api-access".into(), ..Default::default() },
+            ]),
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![
+                cond("PodReadyToStartContainers", 20),
+                cond("Initialized", 10),
+                cond("Ready", 40),
+                cond("ContainersReady", 40),
+                cond("PodScheduled", 1),
+            ]),
+            host_ip: Some(format!("10.0.{}.{}", node.len(), i % 250)),
+            pod_ip: Some(ip.clone()),
+            pod_ips: Some(vec![PodIP { ip }]),
+            start_time: Some(ts(5)),
+            qos_class: Some("Burstable".into()),
+            container_statuses: Some(vec![
+                status_of("app", "web:1.27.3"),
+                status_of("sidecar", "proxy:2.4.1"),
+            ]),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Metadata accessors for any `kube::Resource` (pods here).
+pub fn access<K: kube::Resource + Send + Sync + 'static>() -> ObjectAccess<K> {
+    fn name<K: kube::Resource>(k: &K) -> Option<&str> {
+        k.meta().name.as_deref()
+    }
+    fn namespace<K: kube::Resource>(k: &K) -> Option<&str> {
+        k.meta().namespace.as_deref()
+    }
+    fn rv<K: kube::Resource>(k: &K) -> Option<&str> {
+        k.meta().resource_version.as_deref()
+    }
+    fn uid<K: kube::Resource>(k: &K) -> Option<&str> {
+        k.meta().uid.as_deref()
+    }
+    fn labels<K: kube::Resource>(k: &K) -> Option<&BTreeMap<String, String>> {
+        k.meta().labels.as_ref()
+    }
+    fn owners<K: kube::Resource>(k: &K) -> OwnerUids<'_> {
+        k.meta().owner_references.iter().flatten().map(|o| o.uid.as_str()).collect()
+    }
+    ObjectAccess {
+        name: name::<K>,
+        namespace: namespace::<K>,
+        resource_version: rv::<K>,
+        uid: uid::<K>,
+        labels: labels::<K>,
+        owner_uids: owners::<K>,
+    }
+}
+
+/// A pod's node name, for the node index.
+pub fn pod_node(p: &Pod) -> Option<&str> {
+    p.spec.as_ref()?.node_name.as_deref()
+}
+
+/// The indexes our store gets: owner UID (covering: the controllers' hot lookup) and node name
+/// (namespace is built in). The locked baseline gets the same index functions as plain key
+/// indexes, as client-go has no other kind.
+pub fn pod_indexers() -> Indexers<Pod> {
+    Indexers::new()
+        .with_covering(OWNER_INDEX, IndexFn::owner_uid(access::<Pod>()))
+        .with(NODE_INDEX, IndexFn::field(pod_node))
+}
+
+/// Deterministic xorshift generator (the figures must not depend on a seed source).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    /// Next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Uniform below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// The initial population: pod `i` on node `i % nodes`, resource versions 1..=total.
+pub fn initial_pods(shape: &Shape) -> Vec<Arc<Pod>> {
+    (0..shape.total())
+        .map(|i| Arc::new(make_pod(shape, i, i as u64 + 1, i % shape.nodes)))
+        .collect()
+}
+
+/// `count` updates of random pods with increasing resource versions from `first_rv`; about 5%
+/// move the pod to another node. Returns the updates and each pod's node afterwards.
+pub fn updates(shape: &Shape, count: usize, first_rv: u64, seed: u64) -> Vec<Arc<Pod>> {
+    let mut rng = Rng::new(seed);
+    let mut node_of: Vec<usize> = (0..shape.total()).map(|i| i % shape.nodes).collect();
+    (0..count)
+        .map(|u| {
+            let i = rng.below(shape.total());
+            if rng.below(100) < 5 {
+                node_of[i] = rng.below(shape.nodes);
+            }
+            Arc::new(make_pod(shape, i, first_rv + u as u64, node_of[i]))
+        })
+        .collect()
+}
