@@ -1,0 +1,122 @@
+//! # snapinformer-apiserver
+//!
+//! A Kubernetes wire-compatible test API server: real HTTP/1.1 and JSON on loopback, with the
+//! paths, query parameters, status codes and `Status` objects of kube-apiserver, so that the
+//! real `kubectl` and the `kube` crate's client and `kube_runtime::watcher` work against it
+//! unmodified. It serves core/v1 `pods`, `nodes` and `namespaces` and apps/v1 `statefulsets`
+//! and `daemonsets`.
+//!
+//! ## What it guarantees
+//! - **One global, strictly increasing resourceVersion**, like etcd's revision: every write
+//!   (create, update, patch, delete, status update) takes the next number, and every write is
+//!   exactly one watch event.
+//! - **Lists** honour `resourceVersion` (unset = latest, `0` = any, `N` = not older than `N`,
+//!   `resourceVersionMatch=Exact` = exactly `N`, rebuilt from history), `limit`/`continue`
+//!   (pages are consistent at the first page's version; a token whose version has left the
+//!   history answers 410 Expired), label selectors (`=`, `==`, `!=`, `in`, `notin`, exists,
+//!   `!`exists, `>`/`<`) and field selectors (`metadata.name`, `metadata.namespace`, and per
+//!   kind e.g. `spec.nodeName`, `status.phase`), on all-namespace and namespace paths.
+//! - **Watches** (`?watch=true` and `/watch/` paths) stream one JSON event per line:
+//!   ADDED/MODIFIED/DELETED/BOOKMARK/ERROR, with `allowWatchBookmarks`, `timeoutSeconds`,
+//!   `sendInitialEvents=true` + `resourceVersionMatch=NotOlderThan` ending in the
+//!   `k8s.io/initial-events-end` bookmark, and selector transitions (an object leaving a
+//!   selector is a DELETED event). A watch from a version older than the bounded history gets
+//!   HTTP 200 and an in-stream ERROR event holding a 410 Expired `Status`, like the real server.
+//!   Writers never wait for watchers; a watcher that falls out of the history is cut off with
+//!   that same ERROR event.
+//! - **Writes**: POST (201; 409 AlreadyExists; `generateName`; 404 in a missing namespace),
+//!   PUT with resourceVersion precondition (409 Conflict), PATCH with JSON patch, JSON merge
+//!   patch and strategic merge patch (merge keys and `$patch`/`$setElementOrder`/
+//!   `$deleteFromPrimitiveList`/`$retainKeys` directives for the served kinds), DELETE
+//!   (immediate; the DeleteOptions body is read, uid/resourceVersion preconditions honoured),
+//!   DELETE on a collection, the `/status` subresource for every kind, `pods/binding` (as a
+//!   scheduler binds; 409 when already bound), `statefulsets/scale` (an `autoscaling/v1
+//!   Scale`, as `kubectl scale` uses), and `dryRun=All`.
+//!   No-op updates do not bump the resourceVersion. Nothing is half-written.
+//! - **Objects are validated by the typed `k8s-openapi` structs**: objects are stored as JSON
+//!   that went through the typed struct and back, exactly as the real server decodes and
+//!   re-encodes them. So a field the real server does not know is dropped with a `Warning`
+//!   header (the default `fieldValidation=Warn`), dropped silently (`Ignore`) or refused with
+//!   400 (`Strict`, which kubectl sends). Objects are kept encoded once (`Bytes`), so lists and
+//!   watch events are built by copying bytes, not by re-serializing.
+//! - **Table output** (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`) for every kind,
+//!   in lists, gets and watches, with kubectl's columns; `PartialObjectMetadata` likewise.
+//! - **Discovery**: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/apps`, `/apis/apps/v1`, and
+//!   aggregated discovery (`apidiscovery.k8s.io/v2` on `/api` and `/apis`) when the `Accept`
+//!   header prefers it, as kubectl 1.30+ and `kube::Discovery::run_aggregated` ask; plus an
+//!   empty `/openapi/v2` document that makes kubectl skip client-side validation.
+//! - **Errors** are the real server's: 400 for malformed JSON, a name/namespace mismatch or a
+//!   bad selector; 404 for unknown resources and objects; 405 for methods a resource does not
+//!   take; 415 for unsupported content types (including server-side apply); 422 for a missing
+//!   name.
+//!
+//! ## Simulation and fault injection
+//! A simulated kubelet ([`KubeletConfig`]) moves bound pods to Running after a delay and, if
+//! asked, also schedules: it binds pending pods without a node round-robin over the nodes that
+//! fit (node selector, DaemonSet-style `metadata.name` node affinity, unschedulable nodes).
+//! [`generate`] builds nodes, StatefulSets with their pods and DaemonSets, and
+//! [`ServerHandle::bulk_create`] stores hundreds of thousands of them in seconds. [`Faults`]
+//! cut watch streams after N events or at random, force 410 on watches or lists, answer 429
+//! (with `Retry-After`) or 500 for a fraction of requests and add latency, changeable at run
+//! time; [`ServerHandle::restart_with_compacted_history`] ends every watch and forgets history.
+//!
+//! ## What it does not emulate
+//! Authentication and authorization, admission beyond namespace existence, graceful deletion
+//! and finalizers (deletes are immediate), garbage collection of owned objects, controllers
+//! (StatefulSet/DaemonSet status is whatever is written), server-side apply and
+//! `managedFields`, protobuf (answers are always JSON; the only protobuf body read is the
+//! `Namespace` that `kubectl create namespace` sends), YAML request bodies, OpenAPI v3 (so
+//! `kubectl explain` does not work), field validation beyond the typed decode (no Kubernetes
+//! validation rules except name syntax), `/eviction`, `/log`, `/exec` and other subresources,
+//! other resources (no events, services, ...), and the watch cache's handling of a version
+//! newer than the store (a watch from such a version simply waits for it).
+//!
+//! ## Design notes
+//! Objects are kept as JSON bytes produced by the typed round trip, with their labels and
+//! field-selector values extracted once, in one `imbl::OrdMap` per kind ordered by
+//! namespace/name (so a namespace is a key range and pages are key ranges). Every write takes
+//! the store mutex briefly, stamps the next resourceVersion, replaces the map entry and appends
+//! one event (with the previous object) to a bounded ring. Lists take an O(1) snapshot; a list
+//! at an older exact version, or a continue page, undoes the ring's later events on a snapshot
+//! (and keeps a few such snapshots for the next pages). Each watch is a task that copies batches
+//! of events out of the ring and streams them through a small bounded channel.
+//!
+//! ## How to use it
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use k8s_openapi::api::core::v1::Pod;
+//! use snapinformer_apiserver::{Config, TestApiServer, generate};
+//!
+//! let server = TestApiServer::start(Config::default()).await?;
+//! server.bulk_create_pods((0..1000).map(|i| generate::pod("default", &format!("p{i}"), None, &[])))?;
+//! let client = server.client()?;
+//! let pods: kube::Api<Pod> = kube::Api::default_namespaced(client);
+//! assert_eq!(pods.list(&Default::default()).await?.items.len(), 1000);
+//! // kubectl: KUBECONFIG=<server.kubeconfig_path()> kubectl get pods
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+//! The binary does the same from a shell:
+//! `snapinformer-apiserver --listen 127.0.0.1:0 --kubeconfig ./kubeconfig`.
+
+mod api;
+pub mod discovery;
+mod error;
+pub mod faults;
+pub mod generate;
+mod kubelet;
+mod objects;
+pub mod patch;
+mod protobuf;
+mod resource;
+pub mod selector;
+mod server;
+mod store;
+mod table;
+mod watch;
+
+pub use error::{ApiError, ServerError};
+pub use faults::{FaultConfig, FaultStats, Faults};
+pub use kubelet::KubeletConfig;
+pub use resource::{FieldValidation, ResourceKind};
+pub use server::{Config, ServedResource, ServerHandle, TestApiServer};

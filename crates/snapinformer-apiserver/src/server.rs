@@ -1,0 +1,341 @@
+//! Starting, driving and stopping the server from a test or the binary.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, AppState};
+use crate::error::ServerError;
+use crate::faults::{FaultConfig, Faults};
+use crate::kubelet::{self, KubeletConfig};
+use crate::objects::prepare_create;
+use crate::resource::{FieldValidation, ResourceKind};
+use crate::store::{ObjKey, Store};
+
+/// How to start the server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to bind; port 0 picks a free one. Loopback by default.
+    pub listen: SocketAddr,
+    /// Number of events kept for watches, resumed lists and continue tokens (at least 1).
+    pub history_size: usize,
+    /// How often an idle watch that allows bookmarks gets a BOOKMARK event.
+    pub bookmark_interval: Duration,
+    /// Watch duration when the request gives no `timeoutSeconds`.
+    pub default_watch_timeout: Duration,
+    /// Faults active from the start.
+    pub faults: FaultConfig,
+    /// Run the simulated kubelet with these settings.
+    pub kubelet: Option<KubeletConfig>,
+    /// Keep a log of every request (`METHOD URI STATUS`), see [`ServerHandle::request_log`].
+    pub record_requests: bool,
+    /// Where to write the kubeconfig; `None` writes one into the temp directory that is
+    /// removed again on shutdown.
+    pub kubeconfig_path: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            history_size: 100_000,
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            faults: FaultConfig::default(),
+            kubelet: None,
+            record_requests: false,
+            kubeconfig_path: None,
+        }
+    }
+}
+
+/// A Kubernetes object type the server stores, with its [`ResourceKind`].
+pub trait ServedResource:
+    k8s_openapi::Resource + k8s_openapi::Metadata + Serialize + DeserializeOwned
+{
+    /// The kind this type is stored as.
+    const RESOURCE_KIND: ResourceKind;
+}
+
+impl ServedResource for Pod {
+    const RESOURCE_KIND: ResourceKind = ResourceKind::Pod;
+}
+impl ServedResource for Node {
+    const RESOURCE_KIND: ResourceKind = ResourceKind::Node;
+}
+impl ServedResource for Namespace {
+    const RESOURCE_KIND: ResourceKind = ResourceKind::Namespace;
+}
+impl ServedResource for StatefulSet {
+    const RESOURCE_KIND: ResourceKind = ResourceKind::StatefulSet;
+}
+impl ServedResource for DaemonSet {
+    const RESOURCE_KIND: ResourceKind = ResourceKind::DaemonSet;
+}
+
+/// Entry point: `TestApiServer::start(Config::default()).await`.
+#[derive(Debug, Clone, Copy)]
+pub struct TestApiServer;
+
+impl TestApiServer {
+    /// Binds, writes the kubeconfig and serves in the background until
+    /// [`ServerHandle::shutdown`] (or drop).
+    pub async fn start(config: Config) -> Result<ServerHandle, ServerError> {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Bind { addr: config.listen.to_string(), source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind { addr: config.listen.to_string(), source })?;
+        let store = Arc::new(Store::new(config.history_size));
+        let faults = Faults::new(config.faults.clone());
+        let state = Arc::new(AppState {
+            store: store.clone(),
+            faults: faults.clone(),
+            addr,
+            bookmark_interval: config.bookmark_interval,
+            default_watch_timeout: config.default_watch_timeout,
+            request_log: config.record_requests.then(|| Mutex::new(Vec::new())),
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        // The real server accepts request bodies up to 3 MiB.
+        let app = axum::Router::new()
+            .fallback(api::handle)
+            .layer(axum::extract::DefaultBodyLimit::max(3 * 1024 * 1024))
+            .with_state(state.clone());
+        let mut serve_stop = stop_rx.clone();
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = serve_stop.wait_for(|stop| *stop).await;
+            };
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+                tracing::warn!("server stopped with error: {e}");
+            }
+        });
+        let kubelet = config
+            .kubelet
+            .clone()
+            .map(|kc| tokio::spawn(kubelet::run(store.clone(), kc, stop_rx.clone())));
+        let (kubeconfig_path, remove_kubeconfig) = match &config.kubeconfig_path {
+            Some(path) => (path.clone(), false),
+            None => (
+                std::env::temp_dir().join(format!(
+                    "snapinformer-apiserver-{}-{}.kubeconfig",
+                    std::process::id(),
+                    addr.port()
+                )),
+                true,
+            ),
+        };
+        let handle = ServerHandle {
+            addr,
+            state,
+            stop_tx,
+            server: Some(server),
+            kubelet,
+            kubeconfig_path,
+            remove_kubeconfig,
+        };
+        handle.write_kubeconfig(&handle.kubeconfig_path)?;
+        Ok(handle)
+    }
+}
+
+/// A running server.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    state: Arc<AppState>,
+    stop_tx: watch::Sender<bool>,
+    server: Option<JoinHandle<()>>,
+    kubelet: Option<JoinHandle<()>>,
+    kubeconfig_path: PathBuf,
+    remove_kubeconfig: bool,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl ServerHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The kubeconfig written at start.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// A kubeconfig (YAML) with one cluster, user and context `snapinformer`, namespace
+    /// `default`, no credentials.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: snapinformer\n  cluster:\n    server: {url}\ncontexts:\n- name: snapinformer\n  context:\n    cluster: snapinformer\n    user: snapinformer\n    namespace: default\ncurrent-context: snapinformer\nusers:\n- name: snapinformer\n  user: {{}}\npreferences: {{}}\n",
+            url = self.url()
+        )
+    }
+
+    /// Writes the kubeconfig to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), ServerError> {
+        std::fs::write(path, self.kubeconfig_yaml())
+            .map_err(|source| ServerError::Kubeconfig { path: path.to_owned(), source })
+    }
+
+    /// A `kube::Config` for this server (plain HTTP, namespace `default`).
+    pub fn kube_config(&self) -> kube::Config {
+        let url =
+            self.url().parse().expect("an http URL built from a socket address is a valid URI");
+        let mut config = kube::Config::new(url);
+        config.default_namespace = "default".into();
+        config.read_timeout = Some(Duration::from_secs(330));
+        config
+    }
+
+    /// A `kube::Client` for this server.
+    pub fn client(&self) -> Result<kube::Client, ServerError> {
+        Ok(kube::Client::try_from(self.kube_config())?)
+    }
+
+    /// The run-time fault switches.
+    pub fn faults(&self) -> &Faults {
+        &self.state.faults
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.state.store.current_rv()
+    }
+
+    /// Every request so far as `METHOD URI STATUS` (empty unless `record_requests`).
+    pub fn request_log(&self) -> Vec<String> {
+        self.state
+            .request_log
+            .as_ref()
+            .map(|log| log.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .unwrap_or_default()
+    }
+
+    /// Creates one object in process, with the same validation and defaults as a POST.
+    pub fn create<T: ServedResource>(&self, object: &T) -> Result<T, ServerError> {
+        let value = serde_json::to_value(object)?;
+        let created = api::create_value(
+            &self.state.store,
+            T::RESOURCE_KIND,
+            None,
+            &value,
+            FieldValidation::Ignore,
+            false,
+        )?;
+        Ok(serde_json::from_slice(&created.body)?)
+    }
+
+    /// Creates many objects at once under one store lock: every object gets uid, timestamps,
+    /// defaults and its own resourceVersion, and one ADDED event each. All or nothing; missing
+    /// namespaces are created. Returns the resourceVersion after the last object.
+    pub fn bulk_create<T: ServedResource>(
+        &self,
+        objects: impl IntoIterator<Item = T>,
+    ) -> Result<u64, ServerError> {
+        let kind = T::RESOURCE_KIND;
+        let mut values = Vec::new();
+        for object in objects {
+            let mut value = serde_json::to_value(&object)?;
+            if kind.namespaced() && value.pointer("/metadata/namespace").is_none_or(|v| v.is_null())
+            {
+                value["metadata"]["namespace"] = "default".into();
+            }
+            prepare_create(kind, &mut value);
+            values.push(value);
+        }
+        Ok(self.state.store.bulk_create(kind, values)?)
+    }
+
+    /// Bulk-creates pods (see [`ServerHandle::bulk_create`]).
+    pub fn bulk_create_pods(
+        &self,
+        pods: impl IntoIterator<Item = Pod>,
+    ) -> Result<u64, ServerError> {
+        self.bulk_create(pods)
+    }
+
+    /// Bulk-creates nodes (see [`ServerHandle::bulk_create`]).
+    pub fn bulk_create_nodes(
+        &self,
+        nodes: impl IntoIterator<Item = Node>,
+    ) -> Result<u64, ServerError> {
+        self.bulk_create(nodes)
+    }
+
+    /// Reads one object in process.
+    pub fn get<T: ServedResource>(&self, namespace: Option<&str>, name: &str) -> Option<T> {
+        let key = ObjKey::new(
+            if T::RESOURCE_KIND.namespaced() { namespace.unwrap_or("default") } else { "" },
+            name,
+        );
+        let stored = self.state.store.get(T::RESOURCE_KIND, &key)?;
+        serde_json::from_slice(&stored.json).ok()
+    }
+
+    /// Number of stored objects of a kind.
+    pub fn count(&self, kind: ResourceKind) -> usize {
+        self.state.store.snapshot(kind).0.len()
+    }
+
+    /// Simulates an API server restart onto an etcd whose history was compacted: every open
+    /// watch stream ends, and a watch or continue token from any earlier version gets 410.
+    /// Objects and the resourceVersion counter are kept.
+    pub fn restart_with_compacted_history(&self) {
+        self.state.store.compact();
+    }
+
+    /// Stops serving: ends watch streams, stops the kubelet, waits for the server task (at most
+    /// five seconds) and removes a temporary kubeconfig.
+    pub async fn shutdown(mut self) {
+        self.stop();
+        if let Some(server) = self.server.take() {
+            let abort = server.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), server).await.is_err() {
+                abort.abort();
+            }
+        }
+        if let Some(kubelet) = self.kubelet.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), kubelet).await;
+        }
+    }
+
+    fn stop(&self) {
+        self.stop_tx.send_replace(true);
+        self.state.store.end_watches();
+        if self.remove_kubeconfig {
+            let _ = std::fs::remove_file(&self.kubeconfig_path);
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
+        if let Some(kubelet) = self.kubelet.take() {
+            kubelet.abort();
+        }
+    }
+}
