@@ -1,7 +1,10 @@
 //! The stores under test, behind one interface: ours (both backends) and the baselines.
 //!
-//! - `snapshot` / `snapshot-chunked`: `snapinformer-store` on its HAMT and chunked backends. A
-//!   batch of arrived events is applied and published once.
+//! - `snapshot`, `snapshot-hamt`: `snapinformer-store` on its chunked (default) and HAMT
+//!   backends. A batch of arrived events is applied and published once; superseded versions are
+//!   dropped by the writer, as the locked baselines drop replaced values.
+//! - `snapshot-bg`: the chunked store with background reclamation: superseded versions are
+//!   dropped on a reclaimer thread (as Go's garbage collector does for client-go).
 //! - `locked`: a faithful analogue of client-go's `threadSafeMap` up to 1.34: one `RwLock` over
 //!   the items map and every index; the writer takes the write lock once per event; `List` copies
 //!   the pointers under the read lock; `ByIndex` and namespace lists walk an index bucket and look
@@ -63,12 +66,15 @@ pub trait SimReader: Send {
 /// The backends the simulator knows, by report name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 pub enum BackendKind {
-    /// Ours, HAMT backend (the default backend of the store).
+    /// Ours, chunked backend (the store's default), superseded versions dropped inline.
     #[value(name = "snapshot")]
     Snapshot,
-    /// Ours, chunked copy-on-write backend.
-    #[value(name = "snapshot-chunked")]
-    SnapshotChunked,
+    /// Ours, HAMT backend.
+    #[value(name = "snapshot-hamt")]
+    SnapshotHamt,
+    /// Ours, chunked backend with background reclamation.
+    #[value(name = "snapshot-bg")]
+    SnapshotBg,
     /// client-go-style lock per event.
     #[value(name = "locked")]
     Locked,
@@ -82,9 +88,10 @@ pub enum BackendKind {
 
 impl BackendKind {
     /// All backends, in report order.
-    pub const ALL: [BackendKind; 5] = [
+    pub const ALL: [BackendKind; 6] = [
         BackendKind::Snapshot,
-        BackendKind::SnapshotChunked,
+        BackendKind::SnapshotBg,
+        BackendKind::SnapshotHamt,
         BackendKind::Locked,
         BackendKind::LockedBatch,
         BackendKind::KubeRs,
@@ -94,7 +101,8 @@ impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Snapshot => "snapshot",
-            BackendKind::SnapshotChunked => "snapshot-chunked",
+            BackendKind::SnapshotBg => "snapshot-bg",
+            BackendKind::SnapshotHamt => "snapshot-hamt",
             BackendKind::Locked => "locked",
             BackendKind::LockedBatch => "locked-batch",
             BackendKind::KubeRs => "kube-rs",
@@ -109,8 +117,9 @@ impl BackendKind {
     /// An empty store of this kind.
     pub fn build(self) -> Box<dyn SimStore> {
         match self {
-            BackendKind::Snapshot => Box::new(SnapshotStore::<Hamt>::new()),
-            BackendKind::SnapshotChunked => Box::new(SnapshotStore::<Chunked>::new()),
+            BackendKind::Snapshot => Box::new(SnapshotStore::<Chunked>::new(false)),
+            BackendKind::SnapshotBg => Box::new(SnapshotStore::<Chunked>::new(true)),
+            BackendKind::SnapshotHamt => Box::new(SnapshotStore::<Hamt>::new(false)),
             BackendKind::Locked => Box::new(LockedStore::new(1)),
             BackendKind::LockedBatch => Box::new(LockedStore::new(1000)),
             BackendKind::KubeRs => Box::new(KubeRsStore::new()),
@@ -126,10 +135,11 @@ struct SnapshotStore<B: Backend> {
 }
 
 impl<B: Backend> SnapshotStore<B> {
-    fn new() -> Self {
+    fn new(background_reclaim: bool) -> Self {
         let (writer, _reader) = StoreBuilder::new(access::<Pod>())
             .backend::<B>()
             .indexers(pod_indexers())
+            .background_reclaim(background_reclaim)
             .build()
             .expect("static index names are distinct");
         SnapshotStore { writer }

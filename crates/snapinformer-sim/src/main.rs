@@ -19,8 +19,18 @@ use snapinformer_sim::{
 /// Every backend runs on mimalloc, counted by `cap`. Under glibc's allocator the copy-on-write
 /// stores lose most of their write throughput to `malloc_consolidate` and free-list sorting (see
 /// BENCHMARKS.md); services that care run mimalloc or jemalloc, and so does the comparison.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static HEAP: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
+#[cfg(not(feature = "system-alloc"))]
+const ALLOCATOR: &str = "mimalloc";
+
+/// With `--features system-alloc`: the platform allocator (glibc malloc on Linux).
+#[cfg(feature = "system-alloc")]
+#[global_allocator]
+static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+#[cfg(feature = "system-alloc")]
+const ALLOCATOR: &str = "system";
 
 struct GlobalHeap;
 
@@ -65,7 +75,7 @@ struct StoreArgs {
     /// Open-loop arrival rate in updates per second; 0 runs saturation only.
     #[arg(long, default_value_t = 20_000)]
     rate: u64,
-    /// Updates applied in each saturation phase (default: 2 x objects, at least 20,000).
+    /// Updates applied in each saturation phase (default: as many as objects, at least 20,000).
     #[arg(long)]
     updates: Option<usize>,
     /// Backends to run (default: all).
@@ -104,7 +114,7 @@ impl StoreArgs {
             readers: self.readers,
             duration_s: self.duration.as_secs_f64(),
             rate: self.rate,
-            updates: self.updates.unwrap_or((self.objects * 2).max(20_000)),
+            updates: self.updates.unwrap_or(self.objects.max(20_000)),
             open_loop: self.rate > 0,
         }
     }
@@ -147,10 +157,11 @@ fn run_store(args: StoreArgs) -> Result<(), String> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let ours = if kinds.contains(&BackendKind::Snapshot) { "snapshot" } else { "snapshot-chunked" };
-    let mut targets = report::targets(&backends, ours, params.open_loop);
-    if kinds.contains(&BackendKind::SnapshotChunked) && ours == "snapshot" {
-        targets.extend(report::targets(&backends, "snapshot-chunked", params.open_loop));
+    let mut targets = Vec::new();
+    for ours in [BackendKind::Snapshot, BackendKind::SnapshotBg, BackendKind::SnapshotHamt] {
+        if kinds.contains(&ours) {
+            targets.extend(report::targets(&backends, ours.name(), params.open_loop));
+        }
     }
     let report = StoreReport {
         scenario: "store".into(),
@@ -159,6 +170,7 @@ fn run_store(args: StoreArgs) -> Result<(), String> {
             started_at,
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             command: std::env::args().collect::<Vec<_>>().join(" "),
+            allocator: ALLOCATOR.to_string(),
         },
         backends,
         targets,

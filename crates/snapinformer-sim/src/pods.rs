@@ -290,25 +290,44 @@ impl Rng {
     }
 }
 
+/// Builds `count` pods with `make(i)` on every core (generation is the slow part of a run, not
+/// something measured).
+pub fn generate(count: usize, make: impl Fn(usize) -> Pod + Sync) -> Vec<Arc<Pod>> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8);
+    let per = count.div_ceil(threads).max(1);
+    let make = &make;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = (0..count)
+            .step_by(per)
+            .map(|start| {
+                s.spawn(move || {
+                    (start..(start + per).min(count)).map(|i| Arc::new(make(i))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts.into_iter().flat_map(|h| h.join().expect("generator thread panicked")).collect()
+    })
+}
+
 /// The initial population: pod `i` on node `i % nodes`, resource versions 1..=total.
 pub fn initial_pods(shape: &Shape) -> Vec<Arc<Pod>> {
-    (0..shape.total())
-        .map(|i| Arc::new(make_pod(shape, i, i as u64 + 1, i % shape.nodes)))
-        .collect()
+    generate(shape.total(), |i| make_pod(shape, i, i as u64 + 1, i % shape.nodes))
 }
 
 /// `count` updates of random pods with increasing resource versions from `first_rv`; about 5%
 /// move the pod to another node. Returns the updates and each pod's node afterwards.
 pub fn updates(shape: &Shape, count: usize, first_rv: u64, seed: u64) -> Vec<Arc<Pod>> {
+    // Choose the pods and nodes sequentially (deterministic), build the objects in parallel.
     let mut rng = Rng::new(seed);
     let mut node_of: Vec<usize> = (0..shape.total()).map(|i| i % shape.nodes).collect();
-    (0..count)
-        .map(|u| {
+    let plan: Vec<(usize, usize)> = (0..count)
+        .map(|_| {
             let i = rng.below(shape.total());
             if rng.below(100) < 5 {
                 node_of[i] = rng.below(shape.nodes);
             }
-            Arc::new(make_pod(shape, i, first_rv + u as u64, node_of[i]))
+            (i, node_of[i])
         })
-        .collect()
+        .collect();
+    generate(count, |u| make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
 }

@@ -28,6 +28,8 @@ pub struct Environment {
     pub cpus: usize,
     /// The command line.
     pub command: String,
+    /// The global allocator every backend ran on.
+    pub allocator: String,
 }
 
 /// One target with the measured ratio.
@@ -114,8 +116,8 @@ pub fn table(report: &StoreReport) -> String {
     let p = &report.params;
     let _ = writeln!(
         s,
-        "store scenario: {} pods, {} readers, saturation {} updates, open loop {}/s for {:.0}s\n",
-        p.objects, p.readers, p.updates, p.rate, p.duration_s
+        "store scenario: {} pods, {} readers, saturation {} updates, open loop {}/s for {:.0}s, allocator {}\n",
+        p.objects, p.readers, p.updates, p.rate, p.duration_s, report.environment.allocator
     );
     let _ = writeln!(
         s,

@@ -123,6 +123,21 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// Waits (at most 2 s) until the heap stops shrinking, so that versions a background reclaimer
+/// has not dropped yet are not counted; a no-op wait for backends that drop inline.
+fn settled(heap: &dyn HeapMeter) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut last = heap.current();
+    loop {
+        thread::sleep(Duration::from_millis(20));
+        let now = heap.current();
+        if now + now / 1000 >= last || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
 fn apply_all(store: &mut dyn SimStore, pool: Vec<Arc<Pod>>) {
     let mut pool: VecDeque<Arc<Pod>> = pool.into();
     while !pool.is_empty() {
@@ -150,7 +165,7 @@ pub fn run_backend(
     progress("memory: building the store");
     let mut store = kind.build();
     apply_all(store.as_mut(), initial);
-    let h2 = heap.current();
+    let h2 = settled(heap);
     report.rss_bytes = rss_bytes();
     let n = shape.total() as f64;
     let objects = h1.saturating_sub(h0);
@@ -168,11 +183,11 @@ pub fn run_backend(
     let reader = store.reader();
     let held = reader.hold();
     apply_all(store.as_mut(), pool);
-    let h4 = heap.current();
+    let h4 = settled(heap);
     report.memory.structure_per_entry_holding =
         (h4 as f64 - h0 as f64 - objects as f64 - pool_bytes as f64) / n;
     drop(held);
-    let h5 = heap.current();
+    let h5 = settled(heap);
     report.memory.structure_per_entry_released = (h5 as f64 - h0 as f64 - pool_bytes as f64) / n;
     report.peak_heap_bytes = heap.peak().saturating_sub(h0);
 

@@ -23,6 +23,9 @@ pub enum Error {
     /// `add_indexers` was given a name that is already registered (or twice in one call).
     #[error("indexer conflict: index {0:?} is already registered")]
     IndexExists(String),
+    /// The background reclaimer thread could not be started.
+    #[error("cannot start the background reclaimer thread: {0}")]
+    Reclaimer(String),
 }
 
 /// `Result` with this crate's [`Error`] as the default error type.

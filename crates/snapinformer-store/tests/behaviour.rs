@@ -275,3 +275,68 @@ fn covering_index_returns_the_latest_version_after_an_update() {
     assert_eq!(snap.by_index("owner", "uid-a").unwrap()[0].rv, "2");
     assert_eq!(snap.by_index("node", "n1").unwrap()[0].rv, "2");
 }
+
+#[test]
+fn background_reclaim_frees_superseded_versions_off_the_writer() {
+    let (mut w, r) = StoreBuilder::new(access())
+        .indexers(base_indexers())
+        .background_reclaim(true)
+        .build()
+        .unwrap();
+    let first = Arc::new(pod("a", "n1", 1));
+    let weak = Arc::downgrade(&first);
+    w.add(first).unwrap();
+    let held = r.snapshot();
+    w.update(Arc::new(pod("a", "n2", 2))).unwrap();
+    w.update(Arc::new(pod("a", "n3", 3))).unwrap();
+    // A reader still holds the first version: it must stay intact.
+    assert_eq!(held.get_by_key("default/a").unwrap().rv, "1");
+    assert!(weak.upgrade().is_some());
+    drop(held);
+    // Once nobody holds it, the reclaimer drops it (polled: it runs on another thread).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while weak.upgrade().is_some() {
+        assert!(std::time::Instant::now() < deadline, "superseded version was never reclaimed");
+        w.update(Arc::new(pod("b", "n1", 4))).unwrap();
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(r.snapshot().get_by_key("default/a").unwrap().rv, "3");
+}
+
+#[test]
+fn dropping_the_writer_ends_the_reclaimer_after_it_drops_everything_handed_over() {
+    let (mut w, r) = StoreBuilder::new(access()).background_reclaim(true).build().unwrap();
+    let mut weaks = Vec::new();
+    for i in 0..1000 {
+        let o = Arc::new(pod("a", "n", i));
+        weaks.push(Arc::downgrade(&o));
+        w.add(o).unwrap();
+    }
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        drop(w); // joins the reclaimer thread
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("writer drop returned");
+    drop(r);
+    assert_eq!(weaks.iter().filter(|w| w.upgrade().is_some()).count(), 0);
+}
+
+#[test]
+fn chunked_held_snapshot_is_unchanged_with_background_reclaim() {
+    let (mut w, r) = StoreBuilder::new(access())
+        .indexers(base_indexers())
+        .background_reclaim(true)
+        .build()
+        .unwrap();
+    for i in 0..500 {
+        w.add(Arc::new(pod(&format!("p{i}"), "n1", i))).unwrap();
+    }
+    let held = r.snapshot();
+    for i in 0..20_000u64 {
+        w.update(Arc::new(pod(&format!("p{}", i % 500), "n2", 1000 + i))).unwrap();
+    }
+    assert!(held.iter().all(|o| o.node == "n1" && o.rv.parse::<u64>().unwrap() < 500));
+    assert_eq!(held.by_index("node", "n1").unwrap().len(), 500);
+    assert_eq!(r.snapshot().by_index("node", "n2").unwrap().len(), 500);
+}
