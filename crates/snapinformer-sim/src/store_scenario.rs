@@ -146,6 +146,18 @@ fn apply_all(store: &mut dyn SimStore, pool: Vec<Arc<Pod>>) {
     }
 }
 
+/// Cores for the writer and the readers: with two or more cores, the writer gets the first and
+/// the readers share the last, so that readers together use at most one core (the scenario's
+/// rule) and the scheduler never puts a burst of readers on the writer's core. Same placement for
+/// every backend. `None` where cores cannot be listed (then nothing is pinned).
+fn placement() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
+    let cores = core_affinity::get_core_ids()?;
+    if cores.len() < 2 {
+        return None;
+    }
+    Some((cores[0], cores[cores.len() - 1]))
+}
+
 /// Runs every phase for one backend.
 pub fn run_backend(
     kind: BackendKind,
@@ -191,7 +203,12 @@ pub fn run_backend(
     report.memory.structure_per_entry_released = (h5 as f64 - h0 as f64 - pool_bytes as f64) / n;
     report.peak_heap_bytes = heap.peak().saturating_sub(h0);
 
-    // 2. Saturation without and with readers.
+    // 2. Saturation without and with readers. From here on the writer (this thread) has a core.
+    let cores = placement();
+    if let Some((writer_core, _)) = cores {
+        core_affinity::set_for_current(writer_core);
+    }
+    let reader_core = cores.map(|(_, r)| r);
     progress("saturation: generating updates");
     let pool = pods::updates(&shape, p.updates, next_rv, 7);
     next_rv += p.updates as u64;
@@ -204,7 +221,7 @@ pub fn run_backend(
     let pool = pods::updates(&shape, p.updates, next_rv, 11);
     next_rv += p.updates as u64;
     progress("saturation: applying with readers");
-    let readers = Readers::start(&*reader, p.readers, &shape);
+    let readers = Readers::start(&*reader, p.readers, &shape, reader_core);
     let t = Instant::now();
     apply_all(store.as_mut(), pool);
     report.apply_per_s_with_readers = p.updates as f64 / t.elapsed().as_secs_f64();
@@ -219,7 +236,7 @@ pub fn run_backend(
             "open loop: {} updates/s for {:.0}s with {} readers",
             p.rate, p.duration_s, p.readers
         ));
-        let readers = Readers::start(&*reader, p.readers, &shape);
+        let readers = Readers::start(&*reader, p.readers, &shape, reader_core);
         let ol = open_loop(store.as_mut(), pool, p.rate);
         let rl = readers.stop();
         report.reader_ops_per_s = rl.ops as f64 / ol.elapsed_s;
@@ -325,8 +342,14 @@ struct Readers {
 impl Readers {
     /// Starts `n` reader threads. Each repeats a namespace list with a label selector, a full list
     /// and an owner-UID lookup, and after each operation that took `d` sleeps `d * (n - 1)` (at
-    /// least 1 ms), so that together they keep at most one core busy, whatever the backend.
-    fn start(reader: &dyn SimReader, n: usize, shape: &Shape) -> Readers {
+    /// least 1 ms), so that together they keep at most one core busy, whatever the backend; when
+    /// `core` is given they are also pinned to it.
+    fn start(
+        reader: &dyn SimReader,
+        n: usize,
+        shape: &Shape,
+        core: Option<core_affinity::CoreId>,
+    ) -> Readers {
         let stop = Arc::new(AtomicBool::new(false));
         let barrier = Arc::new(Barrier::new(n + 1));
         let handles = (0..n)
@@ -336,6 +359,9 @@ impl Readers {
                 let barrier = barrier.clone();
                 let owners = shape.owners;
                 thread::spawn(move || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
                     let mut rng = pods::Rng::new(1000 + r as u64);
                     let mut lat = ReaderLatency::default();
                     barrier.wait();
