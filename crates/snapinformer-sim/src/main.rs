@@ -7,11 +7,12 @@ use std::{
     time::Duration,
 };
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use snapinformer_sim::{
     backends::BackendKind,
     plot,
+    pods::PodProfile,
     report::{self, Environment, StoreReport},
     store_scenario::{self, BackendReport, HeapMeter, StoreParams},
 };
@@ -78,6 +79,9 @@ struct StoreArgs {
     /// Updates applied in each saturation phase (default: as many as objects, at least 20,000).
     #[arg(long)]
     updates: Option<usize>,
+    /// How much of each pod to fill in (`small` for a million pods on 24 GiB).
+    #[arg(long, value_enum, default_value_t = PodProfile::Realistic)]
+    pod_profile: PodProfile,
     /// Backends to run (default: all).
     #[arg(long, value_delimiter = ',')]
     backends: Vec<BackendKind>,
@@ -106,6 +110,7 @@ impl StoreArgs {
                 rate: 5000,
                 updates: 20_000,
                 open_loop: true,
+                pod_profile: self.pod_profile,
             };
         }
         StoreParams {
@@ -116,6 +121,7 @@ impl StoreArgs {
             rate: self.rate,
             updates: self.updates.unwrap_or(self.objects.max(20_000)),
             open_loop: self.rate > 0,
+            pod_profile: self.pod_profile,
         }
     }
 }
@@ -219,6 +225,10 @@ fn run_worker(
         .args(["--readers", &args.readers.to_string()])
         .args(["--duration", &format!("{}ms", args.duration.as_millis())])
         .args(["--rate", &args.rate.to_string()])
+        .args([
+            "--pod-profile",
+            args.pod_profile.to_possible_value().expect("no skipped variants").get_name(),
+        ])
         .args(["--worker", kind.name()])
         .arg("--worker-out")
         .arg(&out)

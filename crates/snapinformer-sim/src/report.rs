@@ -116,8 +116,16 @@ pub fn table(report: &StoreReport) -> String {
     let p = &report.params;
     let _ = writeln!(
         s,
-        "store scenario: {} pods, {} readers, saturation {} updates, open loop {}/s for {:.0}s, allocator {}\n",
-        p.objects, p.readers, p.updates, p.rate, p.duration_s, report.environment.allocator
+        "store scenario: {} pods ({:?} profile: {} B as JSON, {} B in memory), {} readers, saturation {} updates, open loop {}/s for {:.0}s, allocator {}\n",
+        p.objects,
+        p.pod_profile,
+        report.backends.first().map(|b| b.memory.json_bytes_per_object).unwrap_or(0),
+        report.backends.first().map(|b| b.memory.bytes_per_object).unwrap_or(0),
+        p.readers,
+        p.updates,
+        p.rate,
+        p.duration_s,
+        report.environment.allocator
     );
     let _ = writeln!(
         s,

@@ -48,8 +48,11 @@ pub struct StoreParams {
     pub rate: u64,
     /// Updates applied in each saturation phase.
     pub updates: usize,
-    /// Whether saturation runs (`--rate 0` runs saturation only).
+    /// Whether the open-loop phase runs (`--rate 0` runs saturation only).
     pub open_loop: bool,
+    /// How much of each pod is filled in.
+    #[serde(default)]
+    pub pod_profile: pods::PodProfile,
 }
 
 /// Bytes measured in the memory phase.
@@ -57,8 +60,10 @@ pub struct StoreParams {
 pub struct MemoryReport {
     /// Heap of the pods themselves.
     pub objects_bytes: u64,
-    /// Average heap bytes per pod object.
+    /// Average heap bytes per pod object (a `k8s_openapi` `Pod` in memory).
     pub bytes_per_object: u64,
+    /// Average size of a pod as JSON, as it comes over the wire.
+    pub json_bytes_per_object: u64,
     /// Heap of objects plus store structure after the build.
     pub total_bytes: u64,
     /// Structure bytes per entry beyond the objects, nobody holding an old version.
@@ -165,7 +170,7 @@ pub fn run_backend(
     heap: &dyn HeapMeter,
     progress: Progress<'_>,
 ) -> BackendReport {
-    let shape = Shape::for_objects(p.objects, p.nodes);
+    let shape = Shape::for_objects(p.objects, p.nodes).with_profile(p.pod_profile);
     let mut report = BackendReport { name: kind.name().to_string(), ..Default::default() };
     let mut next_rv = shape.total() as u64 + 1;
 
@@ -174,6 +179,12 @@ pub fn run_backend(
     let h0 = heap.current();
     let initial = pods::initial_pods(&shape);
     let h1 = heap.current();
+    let sample = initial.len().min(100);
+    let json_bytes: u64 = initial[..sample]
+        .iter()
+        .map(|p| serde_json::to_vec(&**p).map(|v| v.len() as u64).unwrap_or(0))
+        .sum();
+    report.memory.json_bytes_per_object = json_bytes / sample.max(1) as u64;
     progress("memory: building the store");
     let mut store = kind.build();
     apply_all(store.as_mut(), initial);
@@ -183,6 +194,7 @@ pub fn run_backend(
     let objects = h1.saturating_sub(h0);
     report.memory.objects_bytes = objects;
     report.memory.bytes_per_object = objects / shape.total() as u64;
+
     report.memory.total_bytes = h2.saturating_sub(h0);
     report.memory.structure_per_entry_idle = h2.saturating_sub(h1) as f64 / n;
     progress("memory: updating every pod while a reader holds an old read");
