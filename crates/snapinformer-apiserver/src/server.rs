@@ -116,6 +116,15 @@ impl TestApiServer {
             let shutdown = async move {
                 let _ = serve_stop.wait_for(|stop| *stop).await;
             };
+            // Watch events are small writes that must leave at once: without TCP_NODELAY, Nagle's
+            // algorithm meets the client's delayed ACK and holds the first event of every watch
+            // for about 40 ms.
+            use axum::serve::ListenerExt;
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!("cannot set TCP_NODELAY: {e}");
+                }
+            });
             if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
                 tracing::warn!("server stopped with error: {e}");
             }

@@ -164,6 +164,11 @@ impl<B: Backend> SimStore for SnapshotStore<B> {
 
 struct SnapshotReader<B: Backend>(Reader<Pod, B>);
 
+/// The simulator's read operations over any reader of our store (for example an informer's).
+pub fn snapshot_reader<B: Backend>(reader: Reader<Pod, B>) -> Box<dyn SimReader> {
+    Box::new(SnapshotReader(reader))
+}
+
 fn label_is(p: &Pod, key: &str, value: &str) -> bool {
     p.metadata.labels.as_ref().and_then(|l| l.get(key)).is_some_and(|v| v == value)
 }

@@ -7,6 +7,7 @@
 //! micro-benchmarks.
 
 pub mod backends;
+pub mod informer_scenario;
 pub mod plot;
 pub mod pods;
 pub mod report;

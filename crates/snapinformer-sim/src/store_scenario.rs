@@ -155,7 +155,7 @@ fn apply_all(store: &mut dyn SimStore, pool: Vec<Arc<Pod>>) {
 /// the readers share the last, so that readers together use at most one core (the scenario's
 /// rule) and the scheduler never puts a burst of readers on the writer's core. Same placement for
 /// every backend. `None` where cores cannot be listed (then nothing is pinned).
-fn placement() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
+pub(crate) fn placement() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
     let cores = core_affinity::get_core_ids()?;
     if cores.len() < 2 {
         return None;
@@ -330,11 +330,11 @@ fn open_loop(store: &mut dyn SimStore, pool: Vec<Arc<Pod>>, rate: u64) -> OpenLo
 
 /// Reader latencies by operation.
 #[derive(Default)]
-struct ReaderLatency {
-    list: Latency,
-    index: Latency,
-    ns_list: Latency,
-    ops: u64,
+pub(crate) struct ReaderLatency {
+    pub(crate) list: Latency,
+    pub(crate) index: Latency,
+    pub(crate) ns_list: Latency,
+    pub(crate) ops: u64,
 }
 
 impl ReaderLatency {
@@ -346,7 +346,7 @@ impl ReaderLatency {
     }
 }
 
-struct Readers {
+pub(crate) struct Readers {
     stop: Arc<AtomicBool>,
     handles: Vec<thread::JoinHandle<ReaderLatency>>,
 }
@@ -356,7 +356,7 @@ impl Readers {
     /// and an owner-UID lookup, and after each operation that took `d` sleeps `d * (n - 1)` (at
     /// least 1 ms), so that together they keep at most one core busy, whatever the backend; when
     /// `core` is given they are also pinned to it.
-    fn start(
+    pub(crate) fn start(
         reader: &dyn SimReader,
         n: usize,
         shape: &Shape,
@@ -414,7 +414,7 @@ impl Readers {
         Readers { stop, handles }
     }
 
-    fn stop(self) -> ReaderLatency {
+    pub(crate) fn stop(self) -> ReaderLatency {
         self.stop.store(true, Ordering::Relaxed);
         let mut all = ReaderLatency::default();
         for h in self.handles {
