@@ -17,9 +17,10 @@ use snapinformer_sim::{
     store_scenario::{self, BackendReport, HeapMeter, StoreParams},
 };
 
-/// Every backend runs on mimalloc, counted by `cap`. Under glibc's allocator the copy-on-write
-/// stores lose most of their write throughput to `malloc_consolidate` and free-list sorting (see
-/// BENCHMARKS.md); services that care run mimalloc or jemalloc, and so does the comparison.
+/// Every backend runs on mimalloc, counted by `cap`. Copy-on-write allocates and frees many small
+/// blocks; on glibc's malloc (`--features system-alloc`) the snapshot store applied 19% fewer
+/// updates per second and the locked store 10% fewer (BENCHMARKS.md), so the comparison runs on
+/// the allocator services that care use.
 #[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static HEAP: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);

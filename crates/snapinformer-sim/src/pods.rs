@@ -14,7 +14,7 @@ use k8s_openapi::{
     },
     jiff::Timestamp,
 };
-use snapinformer_store::{IndexFn, Indexers, ObjectAccess, OwnerUids};
+use snapinformer_store::{IndexFn, Indexers};
 
 /// Name of the owner-UID index in every backend that has indexes.
 pub const OWNER_INDEX: &str = "owner";
@@ -296,35 +296,8 @@ fn realistic_pod(shape: &Shape, i: usize, rv: u64, node: usize) -> Pod {
     }
 }
 
-/// Metadata accessors for any `kube::Resource` (pods here).
-pub fn access<K: kube::Resource + Send + Sync + 'static>() -> ObjectAccess<K> {
-    fn name<K: kube::Resource>(k: &K) -> Option<&str> {
-        k.meta().name.as_deref()
-    }
-    fn namespace<K: kube::Resource>(k: &K) -> Option<&str> {
-        k.meta().namespace.as_deref()
-    }
-    fn rv<K: kube::Resource>(k: &K) -> Option<&str> {
-        k.meta().resource_version.as_deref()
-    }
-    fn uid<K: kube::Resource>(k: &K) -> Option<&str> {
-        k.meta().uid.as_deref()
-    }
-    fn labels<K: kube::Resource>(k: &K) -> Option<&BTreeMap<String, String>> {
-        k.meta().labels.as_ref()
-    }
-    fn owners<K: kube::Resource>(k: &K) -> OwnerUids<'_> {
-        k.meta().owner_references.iter().flatten().map(|o| o.uid.as_str()).collect()
-    }
-    ObjectAccess {
-        name: name::<K>,
-        namespace: namespace::<K>,
-        resource_version: rv::<K>,
-        uid: uid::<K>,
-        labels: labels::<K>,
-        owner_uids: owners::<K>,
-    }
-}
+/// Metadata accessors for any `kube::Resource`: the reflector crate's.
+pub use snapinformer_reflector::access;
 
 /// A pod's node name, for the node index.
 pub fn pod_node(p: &Pod) -> Option<&str> {

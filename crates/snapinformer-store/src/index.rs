@@ -121,7 +121,7 @@ impl<T> Clone for IndexEntry<T> {
 /// An index is either a *key* index (buckets hold keys; a lookup resolves each key in the primary
 /// map, as client-go does) or a *covering* index (buckets also hold the objects, so
 /// [`by_index`](crate::Snapshot::by_index) reads them straight from the bucket). Covering
-/// makes a lookup of 1000 objects several times faster and costs one more small-map write per
+/// saves one primary-map lookup per object returned and costs one more small-map write per
 /// update of an object in the index: use it for the indexes your controllers query in hot loops.
 #[must_use]
 pub struct Indexers<T> {
