@@ -749,3 +749,19 @@ fn handler_threads_end_when_the_runtime_running_the_informer_is_dropped() {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+#[tokio::test]
+async fn empty_initial_list_without_a_version_syncs_the_informer_and_its_handlers() {
+    for kind in [QueueKind::Real, QueueKind::Delta] {
+        let inf = informer(kind);
+        let (log, h) = recorder();
+        let reg = inf.add_event_handler(h).unwrap();
+        inf.start().unwrap();
+        inf.queue().replace(Vec::new(), "").unwrap();
+        assert!(inf.wait_for_sync(Duration::from_secs(10)).await, "{kind:?}: informer synced");
+        eventually("handler synced", || reg.has_synced()).await;
+        assert_eq!(len(&log), 0);
+        assert!(inf.snapshot().is_empty());
+        inf.shutdown().await;
+    }
+}

@@ -292,6 +292,9 @@ struct Marker {
 enum MarkerRv {
     Num(u64),
     Text(Arc<str>),
+    /// No version: only wakes the consumer at this point (an empty relist without a version
+    /// must still reach the processing loop, which reports the informer synced).
+    Wake,
 }
 
 impl MarkerRv {
@@ -316,6 +319,7 @@ impl<T, L> State<T, L> {
         {
             last.rv = match (&last.rv, rv) {
                 (MarkerRv::Num(a), MarkerRv::Num(b)) => MarkerRv::Num((*a).max(b)),
+                (_, MarkerRv::Wake) => return,
                 (_, rv) => rv,
             };
             return;
@@ -452,9 +456,7 @@ where
             st.populated = true;
             st.initial_count = initial;
         }
-        if let Some(rv) = MarkerRv::of(resource_version) {
-            st.mark(rv);
-        }
+        st.mark(MarkerRv::of(resource_version).unwrap_or(MarkerRv::Wake));
         self.items.notify_waiters();
         Ok(())
     }
@@ -505,7 +507,7 @@ where
             match st.markers.pop_front().map(|m| m.rv) {
                 Some(MarkerRv::Num(n)) => num = Some(num.map_or(n, |m| m.max(n))),
                 Some(MarkerRv::Text(t)) => text = Some(t),
-                None => {}
+                Some(MarkerRv::Wake) | None => {}
             }
         }
         let resource_version = num.map(|n| Arc::from(n.to_string())).or(text);
