@@ -34,8 +34,8 @@
 //! - Objects are stored as `Arc<T>`: never deep-copied on read or write. Because a snapshot keeps
 //!   everything it contains alive, reads can lend `&Arc<T>` ([`Snapshot::iter`],
 //!   [`Snapshot::list_refs`], [`Snapshot::by_index_refs`]) without touching a single reference
-//!   count. At 200,000 pods a borrowed full list took 0.79 ms where the locked baseline's list,
-//!   which must copy the `Arc`s under its lock (it cannot lend past it), took 28 ms.
+//!   count. At 200,000 pods a borrowed full list took 0.69 ms where the locked baseline's list,
+//!   which must copy the `Arc`s under its lock (it cannot lend past it), took 30 ms.
 //! - A write copies the few map nodes on its path that are still shared with the last published
 //!   version (copy-on-write); later writes in the same batch reuse those copies. Each copied
 //!   entry costs reference-count traffic now and when the old version is dropped, so batching
@@ -55,16 +55,16 @@
 //! Two persistent maps implement [`backend::PersistentMap`]; a store picks one with
 //! [`StoreBuilder::backend`]:
 //!
-//! - [`Chunked`] (the default): a hash table of small chunks (6-12 entries) under a two-level
-//!   directory, hand-written for this crate. Iteration is a walk over dense arrays.
+//! - [`Chunked`] (the default): a hash table of small chunks (6-12 entries) under a 16-way radix
+//!   tree, hand-written for this crate. Iteration is a walk over dense arrays.
 //! - [`Hamt`]: `imbl`'s hash array mapped trie.
 //!
 //! They were measured side by side (the `store` scenario of `snapinformer-sim` and its criterion
-//! benchmarks; figures and commands in BENCHMARKS.md). At 200,000 pods `Chunked` applied updates
-//! as fast as `Hamt` or faster (50,600/s against 34,300/s in the scenario, the same within noise
-//! in criterion), listed them 11 times faster (0.79 ms against 8.8 ms), read a 1000-object
-//! covering bucket twice as fast (3.2 us against 6.2 us) and needed half the structure memory
-//! (210 against 416 bytes per entry), which is why it is the default.
+//! benchmarks; figures and commands in BENCHMARKS.md). At 200,000 pods `Chunked` applied 57,300
+//! updates/s against `Hamt`'s 40,700 in the scenario (16.8 against 18.8 ms per 1000 in
+//! criterion), listed them 13 times faster (0.69 against 9.0 ms), read a 1000-object covering
+//! bucket 1.8 times faster (3.1 against 5.6 us) and needed half the structure memory (217
+//! against 416 bytes per entry), which is why it is the default.
 //!
 //! # Example
 //!

@@ -9,14 +9,16 @@ use super::{Backend, KeyHasher, PersistentMap};
 /// chunk, and each copied entry costs two reference-count increments now and two decrements when
 /// the old version is dropped.
 const MAX_AVG_CHUNK: usize = 12;
-/// Chunks per directory group (log2).
-const GROUP_BITS: u32 = 6;
+/// Fan-out of the tree above the chunks (log2): 16 pointers per inner node.
+const FANOUT_BITS: u32 = 4;
 
-/// Copy-on-write hash table: a directory of groups, each group up to 64 chunk pointers, each chunk
-/// a small unsorted array of `(hash, key, value)` scanned linearly. The first write to a chunk
-/// after a publication copies the directory (one pointer per 64 chunks), the group (64 pointers)
-/// and the chunk (6-12 entries); later writes in the same batch reuse those copies. Dense chunks
-/// make iteration and memory cheap (about 32 bytes per entry plus a pointer per 6-12 entries).
+/// Copy-on-write hash table: small unsorted chunks of `(hash, key, value)` scanned linearly,
+/// under a radix tree of 16-way nodes indexed by the top bits of the hash. The first write to a
+/// chunk after a publication copies the chunk (6-12 entries) and the inner nodes on its path (16
+/// pointers each); later writes in the same batch reuse those copies. A single-change
+/// publication therefore copies a few dozen pointers whatever the size, and a batch of 1000
+/// changes copies about 20 pointers and one chunk per change at 200,000 entries. Dense chunks make
+/// iteration and memory cheap (about 32 bytes per entry plus a pointer per 6-12 entries).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Chunked;
 
@@ -50,11 +52,24 @@ impl<V> Chunk<V> {
     }
 }
 
-type Group<V> = Vec<Arc<Chunk<V>>>;
+/// A node of the tree: inner nodes point to 2^k children (16 below the top), leaves are chunks.
+enum Node<V> {
+    Inner(Vec<Arc<Node<V>>>),
+    Leaf(Chunk<V>),
+}
+
+impl<V: Clone> Clone for Node<V> {
+    fn clone(&self) -> Self {
+        match self {
+            Node::Inner(children) => Node::Inner(children.clone()),
+            Node::Leaf(chunk) => Node::Leaf(chunk.clone()),
+        }
+    }
+}
 
 /// [`PersistentMap`] of the [`Chunked`] backend.
 pub struct ChunkedMap<V> {
-    groups: Arc<Vec<Arc<Group<V>>>>,
+    root: Arc<Node<V>>,
     /// log2 of the chunk count.
     bits: u32,
     len: usize,
@@ -62,17 +77,13 @@ pub struct ChunkedMap<V> {
 
 impl<V> Clone for ChunkedMap<V> {
     fn clone(&self) -> Self {
-        ChunkedMap { groups: self.groups.clone(), bits: self.bits, len: self.len }
+        ChunkedMap { root: self.root.clone(), bits: self.bits, len: self.len }
     }
 }
 
 impl<V> Default for ChunkedMap<V> {
     fn default() -> Self {
-        ChunkedMap {
-            groups: Arc::new(vec![Arc::new(vec![Arc::new(Chunk::default())])]),
-            bits: 0,
-            len: 0,
-        }
+        ChunkedMap { root: Arc::new(Node::Leaf(Chunk::default())), bits: 0, len: 0 }
     }
 }
 
@@ -80,51 +91,91 @@ fn hash_of(key: &str) -> u64 {
     KeyHasher::default().hash_one(key)
 }
 
+/// Bits consumed by each inner level from the top for `bits` chunk bits: the top takes the
+/// remainder, every level below takes [`FANOUT_BITS`].
+fn level_bits(bits: u32) -> impl Iterator<Item = u32> {
+    let levels = bits.div_ceil(FANOUT_BITS);
+    let top = bits - FANOUT_BITS * levels.saturating_sub(1);
+    (0..levels).map(move |i| if i == 0 { top } else { FANOUT_BITS })
+}
+
+/// Builds the tree over `chunks` (in chunk-index order) for `bits` chunk bits.
+fn build<V>(chunks: Vec<Chunk<V>>, bits: u32) -> Arc<Node<V>> {
+    let mut nodes: Vec<Arc<Node<V>>> =
+        chunks.into_iter().map(|c| Arc::new(Node::Leaf(c))).collect();
+    let widths: Vec<u32> = level_bits(bits).collect();
+    for &w in widths.iter().rev() {
+        let per = 1usize << w;
+        let mut parents = Vec::with_capacity(nodes.len() / per);
+        let mut it = nodes.into_iter();
+        loop {
+            let group: Vec<Arc<Node<V>>> = it.by_ref().take(per).collect();
+            if group.is_empty() {
+                break;
+            }
+            parents.push(Arc::new(Node::Inner(group)));
+        }
+        nodes = parents;
+    }
+    nodes.pop().unwrap_or_else(|| Arc::new(Node::Leaf(Chunk::default())))
+}
+
 impl<V: Clone> ChunkedMap<V> {
-    /// Group and chunk position of a hash: the top `bits` bits pick the chunk.
-    fn slot(&self, hash: u64) -> (usize, usize) {
-        let chunk = if self.bits == 0 { 0 } else { (hash >> (64 - self.bits)) as usize };
-        (chunk >> GROUP_BITS, chunk & ((1 << GROUP_BITS) - 1))
+    /// Chunk index of a hash: its top `bits` bits.
+    fn chunk_index(&self, hash: u64) -> u64 {
+        if self.bits == 0 { 0 } else { hash >> (64 - self.bits) }
     }
 
-    fn chunk(&self, (g, c): (usize, usize)) -> &Chunk<V> {
-        &self.groups[g][c]
+    fn chunk(&self, hash: u64) -> &Chunk<V> {
+        let index = self.chunk_index(hash);
+        let mut node = &*self.root;
+        let mut shift = self.bits;
+        for w in level_bits(self.bits) {
+            shift -= w;
+            let slot = ((index >> shift) & ((1 << w) - 1)) as usize;
+            node = match node {
+                Node::Inner(children) => &children[slot],
+                Node::Leaf(_) => unreachable!("tree depth follows `bits`"),
+            };
+        }
+        match node {
+            Node::Leaf(chunk) => chunk,
+            Node::Inner(_) => unreachable!("tree depth follows `bits`"),
+        }
     }
 
-    fn chunk_mut(&mut self, (g, c): (usize, usize)) -> &mut Chunk<V> {
-        let group = &mut Arc::make_mut(&mut self.groups)[g];
-        Arc::make_mut(&mut Arc::make_mut(group)[c])
+    /// The chunk for `hash`, copying every shared node on the way (copy-on-write).
+    fn chunk_mut(&mut self, hash: u64) -> &mut Chunk<V> {
+        let index = self.chunk_index(hash);
+        let mut node = &mut self.root;
+        let mut shift = self.bits;
+        for w in level_bits(self.bits) {
+            shift -= w;
+            let slot = ((index >> shift) & ((1 << w) - 1)) as usize;
+            node = match Arc::make_mut(node) {
+                Node::Inner(children) => &mut children[slot],
+                Node::Leaf(_) => unreachable!("tree depth follows `bits`"),
+            };
+        }
+        match Arc::make_mut(node) {
+            Node::Leaf(chunk) => chunk,
+            Node::Inner(_) => unreachable!("tree depth follows `bits`"),
+        }
     }
 
-    /// Doubles the chunk count when chunks get too full on average. Each old chunk splits into two
-    /// by the next hash bit; entries are cloned (shared keys and values: only reference counts).
+    /// Doubles the chunk count when chunks get too full on average, and rebuilds the tree. Each
+    /// entry moves to the chunk its top `bits + 1` hash bits name; entries are cloned (shared keys
+    /// and values: only reference counts).
     fn grow_if_needed(&mut self) {
         if self.len <= MAX_AVG_CHUNK << self.bits {
             return;
         }
         let new_bits = self.bits + 1;
-        let per_group = 1usize << GROUP_BITS.min(new_bits);
-        let mut groups: Vec<Arc<Group<V>>> =
-            Vec::with_capacity((1usize << new_bits).div_ceil(per_group));
-        let mut current: Group<V> = Vec::with_capacity(per_group);
-        for chunk in self.groups.iter().flat_map(|g| g.iter()) {
-            let (mut lo, mut hi) = (Chunk::default(), Chunk::default());
-            for (h, k, v) in &chunk.entries {
-                let dest = if (h >> (63 - self.bits)) & 1 == 0 { &mut lo } else { &mut hi };
-                dest.entries.push((*h, k.clone(), v.clone()));
-            }
-            for half in [lo, hi] {
-                current.push(Arc::new(half));
-                if current.len() == per_group {
-                    groups.push(Arc::new(std::mem::replace(
-                        &mut current,
-                        Vec::with_capacity(per_group),
-                    )));
-                }
-            }
+        let mut chunks: Vec<Chunk<V>> = (0..1usize << new_bits).map(|_| Chunk::default()).collect();
+        for (h, k, v) in Iter::new(&self.root) {
+            chunks[(h >> (64 - new_bits)) as usize].entries.push((*h, k.clone(), v.clone()));
         }
-        debug_assert!(current.is_empty());
-        self.groups = Arc::new(groups);
+        self.root = build(chunks, new_bits);
         self.bits = new_bits;
     }
 
@@ -135,14 +186,50 @@ impl<V: Clone> ChunkedMap<V> {
         make_key: impl FnOnce() -> Arc<str>,
         value: V,
     ) -> Option<V> {
-        let slot = self.slot(hash);
-        match self.chunk(slot).find(hash, key) {
-            Some(i) => Some(std::mem::replace(&mut self.chunk_mut(slot).entries[i].2, value)),
+        match self.chunk(hash).find(hash, key) {
+            Some(i) => Some(std::mem::replace(&mut self.chunk_mut(hash).entries[i].2, value)),
             None => {
-                self.chunk_mut(slot).entries.push((hash, make_key(), value));
+                self.chunk_mut(hash).entries.push((hash, make_key(), value));
                 self.len += 1;
                 self.grow_if_needed();
                 None
+            }
+        }
+    }
+}
+
+/// Depth-first iteration over the entries of a tree.
+struct Iter<'a, V> {
+    stack: Vec<std::slice::Iter<'a, Arc<Node<V>>>>,
+    leaf: std::slice::Iter<'a, (u64, Arc<str>, V)>,
+}
+
+impl<'a, V> Iter<'a, V> {
+    fn new(root: &'a Node<V>) -> Self {
+        match root {
+            Node::Inner(children) => Iter { stack: vec![children.iter()], leaf: [].iter() },
+            Node::Leaf(chunk) => Iter { stack: Vec::new(), leaf: chunk.entries.iter() },
+        }
+    }
+}
+
+impl<'a, V> Iterator for Iter<'a, V> {
+    type Item = &'a (u64, Arc<str>, V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(entry) = self.leaf.next() {
+                return Some(entry);
+            }
+            let top = self.stack.last_mut()?;
+            match top.next() {
+                None => {
+                    self.stack.pop();
+                }
+                Some(child) => match &**child {
+                    Node::Inner(children) => self.stack.push(children.iter()),
+                    Node::Leaf(chunk) => self.leaf = chunk.entries.iter(),
+                },
             }
         }
     }
@@ -162,7 +249,7 @@ where
 
     fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
         let hash = hash_of(key);
-        let chunk = self.chunk(self.slot(hash));
+        let chunk = self.chunk(hash);
         chunk.find(hash, key).map(|i| {
             let (_, k, v) = &chunk.entries[i];
             (k, v)
@@ -171,9 +258,8 @@ where
 
     fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         let hash = hash_of(key);
-        let slot = self.slot(hash);
-        let i = self.chunk(slot).find(hash, key)?;
-        Some(&mut self.chunk_mut(slot).entries[i].2)
+        let i = self.chunk(hash).find(hash, key)?;
+        Some(&mut self.chunk_mut(hash).entries[i].2)
     }
 
     fn upsert(&mut self, key: &str, value: V) -> Option<V> {
@@ -188,10 +274,9 @@ where
 
     fn remove(&mut self, key: &str) -> Option<(Arc<str>, V)> {
         let hash = hash_of(key);
-        let slot = self.slot(hash);
-        let i = self.chunk(slot).find(hash, key)?;
+        let i = self.chunk(hash).find(hash, key)?;
         self.len -= 1;
-        let chunk = self.chunk_mut(slot);
+        let chunk = self.chunk_mut(hash);
         let (_, k, v) = chunk.entries.swap_remove(i);
         if chunk.entries.capacity() > 8 && chunk.entries.len() < chunk.entries.capacity() / 4 {
             chunk.entries.shrink_to_fit();
@@ -203,9 +288,6 @@ where
     where
         V: 'a,
     {
-        self.groups
-            .iter()
-            .flat_map(|g| g.iter())
-            .flat_map(|c| c.entries.iter().map(|(_, k, v)| (k, v)))
+        Iter::new(&self.root).map(|(_, k, v)| (k, v))
     }
 }
