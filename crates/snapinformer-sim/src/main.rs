@@ -62,9 +62,10 @@ enum Cmd {
     Informer(InformerArgs),
 }
 
+/// The load shared by the scenarios: population, readers and the open loop.
 #[derive(Args, Debug, Clone)]
-struct InformerArgs {
-    /// Pods in the initial list.
+struct LoadArgs {
+    /// Pods in the store (200 owners of 1000 pods at the default).
     #[arg(long, default_value_t = 200_000)]
     objects: usize,
     /// Nodes the pods are spread over.
@@ -73,15 +74,21 @@ struct InformerArgs {
     /// Reader threads (paced to use at most one core together).
     #[arg(long, default_value_t = 10)]
     readers: usize,
-    /// Length of the open loop.
+    /// Length of the open-loop phase.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     duration: Duration,
-    /// Arrival rate in updates per second.
+    /// Open-loop arrival rate in updates per second (for `store`, 0 runs saturation only).
     #[arg(long, default_value_t = 20_000)]
     rate: u64,
-    /// How much of each pod to fill in.
+    /// How much of each pod to fill in (`small` for a million pods on 24 GiB).
     #[arg(long, value_enum, default_value_t = PodProfile::Realistic)]
     pod_profile: PodProfile,
+}
+
+#[derive(Args, Debug, Clone)]
+struct InformerArgs {
+    #[command(flatten)]
+    load: LoadArgs,
     /// Where to serve `/metrics` (loopback by default; port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     metrics_addr: std::net::SocketAddr,
@@ -95,27 +102,11 @@ struct InformerArgs {
 
 #[derive(Args, Debug, Clone)]
 struct StoreArgs {
-    /// Pods in the store (200 owners of 1000 pods at the default).
-    #[arg(long, default_value_t = 200_000)]
-    objects: usize,
-    /// Nodes the pods are spread over.
-    #[arg(long, default_value_t = 1000)]
-    nodes: usize,
-    /// Reader threads (paced to use at most one core together).
-    #[arg(long, default_value_t = 10)]
-    readers: usize,
-    /// Length of the open-loop phase.
-    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
-    duration: Duration,
-    /// Open-loop arrival rate in updates per second; 0 runs saturation only.
-    #[arg(long, default_value_t = 20_000)]
-    rate: u64,
+    #[command(flatten)]
+    load: LoadArgs,
     /// Updates applied in each saturation phase (default: as many as objects, at least 20,000).
     #[arg(long)]
     updates: Option<usize>,
-    /// How much of each pod to fill in (`small` for a million pods on 24 GiB).
-    #[arg(long, value_enum, default_value_t = PodProfile::Realistic)]
-    pod_profile: PodProfile,
     /// Backends to run (default: all).
     #[arg(long, value_delimiter = ',')]
     backends: Vec<BackendKind>,
@@ -144,18 +135,18 @@ impl StoreArgs {
                 rate: 5000,
                 updates: 20_000,
                 open_loop: true,
-                pod_profile: self.pod_profile,
+                pod_profile: self.load.pod_profile,
             };
         }
         StoreParams {
-            objects: self.objects,
-            nodes: self.nodes,
-            readers: self.readers,
-            duration_s: self.duration.as_secs_f64(),
-            rate: self.rate,
-            updates: self.updates.unwrap_or(self.objects.max(20_000)),
-            open_loop: self.rate > 0,
-            pod_profile: self.pod_profile,
+            objects: self.load.objects,
+            nodes: self.load.nodes,
+            readers: self.load.readers,
+            duration_s: self.load.duration.as_secs_f64(),
+            rate: self.load.rate,
+            updates: self.updates.unwrap_or(self.load.objects.max(20_000)),
+            open_loop: self.load.rate > 0,
+            pod_profile: self.load.pod_profile,
         }
     }
 }
@@ -242,17 +233,17 @@ fn run_informer(args: InformerArgs) -> Result<(), String> {
             readers: 4,
             duration_s: 2.0,
             rate: 5000,
-            pod_profile: args.pod_profile,
+            pod_profile: args.load.pod_profile,
             metrics_addr: args.metrics_addr,
         }
     } else {
         InformerParams {
-            objects: args.objects,
-            nodes: args.nodes,
-            readers: args.readers,
-            duration_s: args.duration.as_secs_f64(),
-            rate: args.rate.max(1),
-            pod_profile: args.pod_profile,
+            objects: args.load.objects,
+            nodes: args.load.nodes,
+            readers: args.load.readers,
+            duration_s: args.load.duration.as_secs_f64(),
+            rate: args.load.rate.max(1),
+            pod_profile: args.load.pod_profile,
             metrics_addr: args.metrics_addr,
         }
     };
@@ -312,14 +303,14 @@ fn run_worker(
     let out = args.out.join(format!(".worker-{}.json", kind.name()));
     let mut cmd = Command::new(exe);
     cmd.arg("store")
-        .args(["--objects", &args.objects.to_string()])
-        .args(["--nodes", &args.nodes.to_string()])
-        .args(["--readers", &args.readers.to_string()])
-        .args(["--duration", &format!("{}ms", args.duration.as_millis())])
-        .args(["--rate", &args.rate.to_string()])
+        .args(["--objects", &args.load.objects.to_string()])
+        .args(["--nodes", &args.load.nodes.to_string()])
+        .args(["--readers", &args.load.readers.to_string()])
+        .args(["--duration", &format!("{}ms", args.load.duration.as_millis())])
+        .args(["--rate", &args.load.rate.to_string()])
         .args([
             "--pod-profile",
-            args.pod_profile.to_possible_value().expect("no skipped variants").get_name(),
+            args.load.pod_profile.to_possible_value().expect("no skipped variants").get_name(),
         ])
         .args(["--worker", kind.name()])
         .arg("--worker-out")

@@ -105,6 +105,18 @@ pub fn make_pod(shape: &Shape, i: usize, rv: u64, node: usize) -> Pod {
     }
 }
 
+/// The controller reference of a pod of StatefulSet `set` (owner number `owner`).
+fn owner_reference(set: String, owner: usize) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "StatefulSet".into(),
+        name: set,
+        uid: owner_uid(owner),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
 fn small_pod(shape: &Shape, i: usize, rv: u64, node: usize) -> Pod {
     let owner = i / shape.per_owner;
     let set = format!("web-{owner}");
@@ -119,14 +131,7 @@ fn small_pod(shape: &Shape, i: usize, rv: u64, node: usize) -> Pod {
             namespace: Some(NAMESPACE.to_string()),
             uid: Some(format!("{:08x}-aaaa-4bbb-8ccc-{:012x}", i, i * 31)),
             resource_version: Some(rv.to_string()),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "StatefulSet".into(),
-                name: set,
-                uid: owner_uid(owner),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![owner_reference(set, owner)]),
             ..Default::default()
         },
         spec: Some(PodSpec { node_name: Some(node_name(node)), ..Default::default() }),
@@ -226,14 +231,7 @@ fn realistic_pod(shape: &Shape, i: usize, rv: u64, node: usize) -> Pod {
             creation_timestamp: Some(ts(0)),
             labels: Some(labels),
             annotations: Some(annotations),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "StatefulSet".into(),
-                name: set,
-                uid: owner_uid(owner),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![owner_reference(set, owner)]),
             ..Default::default()
         },
         spec: Some(PodSpec {
