@@ -774,21 +774,24 @@ where
                 });
                 Ok(Step::WatchOpened { resource_version: rv })
             }
-            Err(e) => {
-                let error = Error::WatchOpen(e);
-                if error.is_expired() {
-                    // Relist from the last synced version (client-go does not mark it
-                    // unavailable here: the list at it may well succeed).
-                    return Ok(self.fail(error, NextAction::Relist, false));
-                }
-                let next = match error.code() {
-                    // Transient: the watch can be re-opened from the same version.
-                    None | Some(429 | 500..=599) => NextAction::Rewatch,
-                    Some(_) => NextAction::Relist,
-                };
-                Ok(self.fail(error, next, true))
-            }
+            Err(e) => Ok(self.watch_failed(Error::WatchOpen(e))),
         }
+    }
+
+    /// What a failed watch (refused when opened, or ended by an ERROR event) leads to: an
+    /// expired version relists at once from the last synced version (client-go does not mark it
+    /// unavailable here: the list at it may well succeed); a transient failure (no status, 429,
+    /// 5xx) re-opens the watch from the same version after a backoff; anything else relists
+    /// after a backoff.
+    fn watch_failed(&mut self, error: Error) -> Step {
+        if error.is_expired() {
+            return self.fail(error, NextAction::Relist, false);
+        }
+        let next = match error.code() {
+            None | Some(429 | 500..=599) => NextAction::Rewatch,
+            Some(_) => NextAction::Relist,
+        };
+        self.fail(error, next, true)
     }
 
     async fn watch_step(&mut self, mut w: Watching<K>) -> Result<Step> {
@@ -819,15 +822,7 @@ where
             }
             Some(Err(e)) => Ok(self.fail(Error::WatchStream(e), NextAction::Rewatch, short)),
             Some(Ok(WatchEvent::Error(status))) => {
-                let error = Error::WatchErrorEvent(status);
-                if error.is_expired() {
-                    return Ok(self.fail(error, NextAction::Relist, false));
-                }
-                let next = match error.code() {
-                    None | Some(429 | 500..=599) => NextAction::Rewatch,
-                    Some(_) => NextAction::Relist,
-                };
-                Ok(self.fail(error, next, true))
+                Ok(self.watch_failed(Error::WatchErrorEvent(status)))
             }
             Some(Ok(WatchEvent::Bookmark(b))) => {
                 let rv = b.metadata.resource_version;
