@@ -101,6 +101,7 @@ pub mod informer;
 mod lister;
 pub mod metrics;
 pub mod queue;
+pub mod workqueue;
 
 pub use delta::{DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, PoppedBatch};
 pub use factory::InformerFactory;
@@ -112,3 +113,4 @@ pub use metrics::InformerMetrics;
 pub use queue::{
     DeltaFifo, KnownObjects, NoKnownObjects, Queue, QueueConfig, QueueStats, RealFifo,
 };
+pub use workqueue::{WorkQueue, WorkQueueConfig, WorkQueueStats};
