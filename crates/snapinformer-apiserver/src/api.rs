@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -28,6 +29,7 @@ pub(crate) struct AppState {
     pub(crate) addr: SocketAddr,
     pub(crate) bookmark_interval: Duration,
     pub(crate) default_watch_timeout: Duration,
+    pub(crate) max_request_body_bytes: usize,
     pub(crate) request_log: Option<Mutex<Vec<String>>>,
 }
 
@@ -199,10 +201,21 @@ pub(crate) async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-    let response = route(&state, &method, &uri, &headers, body).await;
+    let response = match body {
+        Ok(body) => route(&state, &method, &uri, &headers, body).await,
+        // The body limit (`Config::max_request_body_bytes`) stops reading at the limit.
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::request_entity_too_large(state.max_request_body_bytes).into_response()
+        }
+        Err(rejection) => ApiError::bad_request(format!(
+            "cannot read the request body: {}",
+            rejection.body_text()
+        ))
+        .into_response(),
+    };
     tracing::debug!(%method, %uri, %accept, status = response.status().as_u16(), "request");
     if let Some(log) = &state.request_log {
         log.lock()
@@ -415,10 +428,28 @@ pub(crate) fn filter_of(target: &Target, query: &Query) -> Result<Filter, ApiErr
 
 /// Parses a resourceVersion parameter.
 pub(crate) fn parse_rv(text: &str) -> Result<u64, ApiError> {
-    text.parse().map_err(|_| {
+    text.parse().map_err(|e: std::num::ParseIntError| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow => "value out of range",
+            _ => "invalid syntax",
+        };
         ApiError::bad_request(format!(
-            "invalid resource version: strconv.ParseUint: parsing {text:?}: invalid syntax"
+            "invalid resource version: strconv.ParseUint: parsing {text:?}: {why}"
         ))
+    })
+}
+
+/// Parses an integer query parameter (`limit`, `timeoutSeconds`) as the real server does,
+/// answering 400 with Go's `strconv.ParseInt` message when it does not parse.
+pub(crate) fn parse_int64(text: &str) -> Result<i64, ApiError> {
+    text.parse().map_err(|e: std::num::ParseIntError| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        ApiError::bad_request(format!("strconv.ParseInt: parsing {text:?}: {why}"))
     })
 }
 
@@ -460,11 +491,10 @@ async fn list(
         )));
     }
     let filter = filter_of(target, query)?;
-    let limit: usize = match query.get("limit").map(String::as_str) {
+    // Like the real server, a zero or negative limit means no limit.
+    let limit = match query.get("limit").map(String::as_str) {
         None | Some("") => 0,
-        Some(text) => {
-            text.parse().map_err(|_| ApiError::bad_request(format!("invalid limit {text:?}")))?
-        }
+        Some(text) => usize::try_from(parse_int64(text)?).unwrap_or(0),
     };
     let rv_param = query.get("resourceVersion").map(String::as_str).unwrap_or("");
     let rv_match = query.get("resourceVersionMatch").map(String::as_str).unwrap_or("");
@@ -494,7 +524,7 @@ async fn list(
             ));
         }
         let (rv, after) = decode_continue(token).ok_or_else(|| {
-            ApiError::bad_request("continue key is not valid: illegal base64 data")
+            ApiError::bad_request("invalid continue token: continue key is not valid")
         })?;
         let map = state.store.snapshot_at(kind, rv).map_err(|e| match e {
             VersionError::TooOld(_) => ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."),

@@ -105,6 +105,16 @@ impl ApiError {
         )
     }
 
+    /// 413 RequestEntityTooLarge for a request body over `limit` bytes, worded as the real
+    /// server words it.
+    pub fn request_entity_too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     /// 429 TooManyRequests with `retryAfterSeconds`.
     pub fn too_many_requests(retry_after: u64) -> Self {
         Self::new(

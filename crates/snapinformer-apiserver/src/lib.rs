@@ -49,6 +49,17 @@
 //!   bad selector; 404 for unknown resources and objects; 405 for methods a resource does not
 //!   take; 415 for unsupported content types (including server-side apply); 422 for a missing
 //!   name.
+//! - **Hostile input is bounded**: a request body over [`Config::max_request_body_bytes`]
+//!   (default 3 MiB, as the real server) is answered 413 `RequestEntityTooLarge`; JSON nested
+//!   deeper than serde_json's recursion limit (128) is 400 `BadRequest`; a label or field
+//!   selector over [`selector::MAX_SELECTOR_BYTES`] or [`selector::MAX_SELECTOR_TERMS`] is 400
+//!   with a message stating the limit (the real server has no such limit); `resourceVersion`,
+//!   `limit`, `continue` and `timeoutSeconds` that do not parse are 400 with the real server's
+//!   `strconv` messages; `timeoutSeconds` is capped at a year. A URL over 64 KiB is refused by
+//!   the HTTP layer (hyper answers 414 without a body).
+//! - **Loopback by default**: [`Config::default`] and the binary bind `127.0.0.1`. There is no
+//!   authentication, so any other address is logged as a warning (and printed on stderr by the
+//!   binary).
 //!
 //! ## Simulation and fault injection
 //! A simulated kubelet ([`KubeletConfig`]) moves bound pods to Running after a delay and, if
@@ -103,6 +114,9 @@ mod api;
 pub mod discovery;
 mod error;
 pub mod faults;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 mod kubelet;
 mod objects;
@@ -119,4 +133,6 @@ pub use error::{ApiError, ServerError};
 pub use faults::{FaultConfig, FaultStats, Faults};
 pub use kubelet::KubeletConfig;
 pub use resource::{FieldValidation, ResourceKind};
-pub use server::{Config, ServedResource, ServerHandle, TestApiServer};
+pub use server::{
+    Config, DEFAULT_MAX_REQUEST_BODY_BYTES, ServedResource, ServerHandle, TestApiServer,
+};

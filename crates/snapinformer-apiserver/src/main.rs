@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use snapinformer_apiserver::{Config, FaultConfig, KubeletConfig, TestApiServer, generate};
+use snapinformer_apiserver::{
+    Config, DEFAULT_MAX_REQUEST_BODY_BYTES, FaultConfig, KubeletConfig, TestApiServer, generate,
+};
 
 /// A Kubernetes wire-compatible test API server (pods, nodes, namespaces, statefulsets,
 /// daemonsets) for kubectl and kube-rs. Faults can be changed at run time with
@@ -15,7 +17,8 @@ use snapinformer_apiserver::{Config, FaultConfig, KubeletConfig, TestApiServer, 
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
-    /// Address to listen on (port 0 picks a free port). Loopback unless told otherwise.
+    /// Address to listen on (port 0 picks a free port). Loopback unless told otherwise: the
+    /// server has no authentication, so any other address is warned about on stderr.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
     /// Where to write the kubeconfig.
@@ -60,6 +63,9 @@ struct Args {
     /// Latency added to each resource request, in milliseconds.
     #[arg(long, default_value_t = 0)]
     latency_ms: u64,
+    /// Largest request body accepted, in bytes (larger ones get 413).
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BODY_BYTES)]
+    max_request_body_bytes: usize,
 }
 
 #[tokio::main]
@@ -69,6 +75,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if !args.listen.ip().is_loopback() {
+        // Also logged through tracing by the library, but a log filter may hide that.
+        eprintln!(
+            "WARNING: --listen {} is not a loopback address. This test API server has no \
+             authentication or authorization: anyone who can reach it can read, change and \
+             delete every object. Bind 127.0.0.1 unless you mean it.",
+            args.listen
+        );
+    }
     let config = Config {
         listen: args.listen,
         history_size: args.history_size,
@@ -78,6 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             schedule: args.schedule,
         }),
         kubeconfig_path: Some(args.kubeconfig.clone()),
+        max_request_body_bytes: args.max_request_body_bytes,
         faults: FaultConfig {
             watch_cut_after_events: args.watch_cut_after,
             watch_cut_probability: args.watch_cut_probability,

@@ -5,6 +5,37 @@ use std::collections::BTreeMap;
 use crate::error::ApiError;
 use crate::resource::ResourceKind;
 
+/// Longest label or field selector accepted, in bytes. The real server has no such limit (only
+/// the URL's); this server refuses longer selectors with 400, so that a request cannot make it
+/// parse and evaluate megabytes of selector against every object.
+pub const MAX_SELECTOR_BYTES: usize = 16 * 1024;
+
+/// Most terms accepted in one label or field selector, counting each requirement and each value
+/// of an `in`/`notin` set: evaluating a selector against an object costs at most this many
+/// comparisons.
+pub const MAX_SELECTOR_TERMS: usize = 256;
+
+/// Refuses a selector longer than [`MAX_SELECTOR_BYTES`].
+fn check_length(parameter: &str, text: &str) -> Result<(), ApiError> {
+    if text.len() > MAX_SELECTOR_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "{parameter} is too long: {} bytes, the limit is {MAX_SELECTOR_BYTES} bytes",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a selector once it has more than [`MAX_SELECTOR_TERMS`] terms.
+fn check_terms(parameter: &str, terms: usize) -> Result<(), ApiError> {
+    if terms > MAX_SELECTOR_TERMS {
+        return Err(ApiError::bad_request(format!(
+            "{parameter} has too many terms: the limit is {MAX_SELECTOR_TERMS} (each requirement and each value of an in/notin set counts)"
+        )));
+    }
+    Ok(())
+}
+
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Requirement {
@@ -26,18 +57,27 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     /// Parses a selector; an error is answered as 400 BadRequest like the real server does.
+    /// A selector over [`MAX_SELECTOR_BYTES`] or [`MAX_SELECTOR_TERMS`] is refused the same way.
     pub fn parse(text: &str) -> Result<Self, ApiError> {
+        check_length("labelSelector", text)?;
         let mut requirements = Vec::new();
+        let mut terms = 0;
         for part in split_top_level(text) {
             let part = part.trim();
             if part.is_empty() {
                 continue;
             }
-            requirements.push(parse_requirement(part).ok_or_else(|| {
+            let requirement = parse_requirement(part).ok_or_else(|| {
                 ApiError::bad_request(format!(
                     "unable to parse requirement: found '{part}', expected: valid label selector"
                 ))
-            })?);
+            })?;
+            terms += match &requirement {
+                Requirement::In(_, values) | Requirement::NotIn(_, values) => values.len(),
+                _ => 1,
+            };
+            check_terms("labelSelector", terms)?;
+            requirements.push(requirement);
         }
         Ok(Self { requirements })
     }
@@ -152,14 +192,17 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
-    /// Parses a field selector for `kind`; unsupported fields get the real server's 400.
+    /// Parses a field selector for `kind`; unsupported fields get the real server's 400. A
+    /// selector over [`MAX_SELECTOR_BYTES`] or [`MAX_SELECTOR_TERMS`] is refused the same way.
     pub fn parse(kind: ResourceKind, text: &str) -> Result<Self, ApiError> {
+        check_length("fieldSelector", text)?;
         let mut requirements = Vec::new();
         for part in text.split(',') {
             let part = part.trim();
             if part.is_empty() {
                 continue;
             }
+            check_terms("fieldSelector", requirements.len() + 1)?;
             let (field, equal, value) = if let Some((f, v)) = part.split_once("!=") {
                 (f, false, v)
             } else if let Some((f, v)) = part.split_once("==") {
@@ -239,6 +282,25 @@ mod tests {
         let err = LabelSelector::parse("app in web").unwrap_err();
         assert_eq!(err.code, 400);
         assert!(LabelSelector::parse("a=b=c=(").is_err());
+    }
+
+    #[test]
+    fn selectors_over_the_length_or_term_limits_are_bad_requests_that_name_the_limit() {
+        let long = format!("app={}", "a".repeat(MAX_SELECTOR_BYTES));
+        let err = LabelSelector::parse(&long).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.message.contains("the limit is 16384 bytes"), "{}", err.message);
+        let many: Vec<String> = (0..=MAX_SELECTOR_TERMS).map(|i| format!("k{i}")).collect();
+        let err = LabelSelector::parse(&many.join(",")).unwrap_err();
+        assert!(err.message.contains("too many terms: the limit is 256"), "{}", err.message);
+        assert!(LabelSelector::parse(&many[..MAX_SELECTOR_TERMS].join(",")).is_ok());
+        let big_set = format!("app in ({})", many.join(","));
+        assert_eq!(LabelSelector::parse(&big_set).unwrap_err().code, 400);
+        let fields: Vec<&str> = vec!["metadata.name=x"; MAX_SELECTOR_TERMS + 1];
+        let err = FieldSelector::parse(ResourceKind::Pod, &fields.join(",")).unwrap_err();
+        assert!(err.message.starts_with("fieldSelector has too many terms"), "{}", err.message);
+        let err = FieldSelector::parse(ResourceKind::Pod, &long).unwrap_err();
+        assert!(err.message.starts_with("fieldSelector is too long"), "{}", err.message);
     }
 
     #[test]

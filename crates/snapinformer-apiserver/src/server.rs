@@ -40,7 +40,14 @@ pub struct Config {
     /// Where to write the kubeconfig; `None` writes one into the temp directory that is
     /// removed again on shutdown.
     pub kubeconfig_path: Option<PathBuf>,
+    /// Largest request body accepted, in bytes (default [`DEFAULT_MAX_REQUEST_BODY_BYTES`],
+    /// the real server's 3 MiB); a larger body is answered 413 `RequestEntityTooLarge` without
+    /// being read further.
+    pub max_request_body_bytes: usize,
 }
+
+/// The real kube-apiserver's limit on request bodies: 3 MiB.
+pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 impl Default for Config {
     fn default() -> Self {
@@ -53,6 +60,7 @@ impl Default for Config {
             kubelet: None,
             record_requests: false,
             kubeconfig_path: None,
+            max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
         }
     }
 }
@@ -88,7 +96,13 @@ pub struct TestApiServer;
 impl TestApiServer {
     /// Binds, writes the kubeconfig and serves in the background until
     /// [`ServerHandle::shutdown`] (or drop).
+    ///
+    /// The server has no authentication and serves (and lets anyone change) everything: a
+    /// `listen` address that is not loopback is logged as a warning.
     pub async fn start(config: Config) -> Result<ServerHandle, ServerError> {
+        if !config.listen.ip().is_loopback() {
+            tracing::warn!("{}", non_loopback_warning(config.listen));
+        }
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServerError::Bind { addr: config.listen.to_string(), source })?;
@@ -103,14 +117,12 @@ impl TestApiServer {
             addr,
             bookmark_interval: config.bookmark_interval,
             default_watch_timeout: config.default_watch_timeout,
+            max_request_body_bytes: config.max_request_body_bytes,
             request_log: config.record_requests.then(|| Mutex::new(Vec::new())),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
-        // The real server accepts request bodies up to 3 MiB.
-        let app = axum::Router::new()
-            .fallback(api::handle)
-            .layer(axum::extract::DefaultBodyLimit::max(3 * 1024 * 1024))
-            .with_state(state.clone());
+        // A body over the limit is refused by the extractor; `api::handle` answers 413.
+        let app = router(state.clone(), config.max_request_body_bytes);
         let mut serve_stop = stop_rx.clone();
         let server = tokio::spawn(async move {
             let shutdown = async move {
@@ -156,6 +168,25 @@ impl TestApiServer {
         handle.write_kubeconfig(&handle.kubeconfig_path)?;
         Ok(handle)
     }
+}
+
+/// The server's router: every request goes to `api::handle`; a body over `max_body` bytes is
+/// refused by the extractor and answered 413. Shared by [`TestApiServer::start`] and the
+/// in-process fuzzer (`crate::fuzzing`).
+pub(crate) fn router(state: Arc<AppState>, max_body: usize) -> axum::Router {
+    axum::Router::new()
+        .fallback(api::handle)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// The warning for a `listen` address that is not loopback.
+fn non_loopback_warning(listen: SocketAddr) -> String {
+    format!(
+        "the test API server listens on {listen}, which is not a loopback address: it has no \
+         authentication, and anyone who can reach this address can read, change and delete \
+         every object it serves"
+    )
 }
 
 /// A running server.

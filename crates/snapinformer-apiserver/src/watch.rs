@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::{AppState, Query, Repr, Target, filter_of, metadata_only, parse_rv};
+use crate::api::{AppState, Query, Repr, Target, filter_of, metadata_only, parse_int64, parse_rv};
 use crate::error::ApiError;
 use crate::faults::Faults;
 use crate::resource::ResourceKind;
@@ -29,6 +29,9 @@ use crate::table;
 const BATCH: usize = 1024;
 /// Encoded bytes gathered before a chunk is sent.
 const CHUNK: usize = 256 * 1024;
+
+/// The longest watch a request can ask for (`timeoutSeconds`): one year.
+const MAX_WATCH_TIMEOUT_SECS: u64 = 365 * 24 * 3600;
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,15 +105,16 @@ pub(crate) fn serve(
         (None, None | Some(0)) => Start::Initial { min_rv: 0, end_bookmark: false },
         (_, Some(rv)) => Start::After(rv),
     };
-    // Like the real server, an absent or zero timeoutSeconds means the default.
-    let timeout: u64 = match query.get("timeoutSeconds").map(String::as_str) {
-        Some(t) if !t.is_empty() => {
-            t.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?
-        }
+    // Like the real server, an absent or zero timeoutSeconds means the default (and so does a
+    // negative one here); a huge one is capped, so that the deadline stays representable.
+    let timeout = match query.get("timeoutSeconds").map(String::as_str) {
+        Some(t) if !t.is_empty() => parse_int64(t)?,
         _ => 0,
     };
-    let timeout =
-        if timeout == 0 { state.default_watch_timeout } else { Duration::from_secs(timeout) };
+    let timeout = match u64::try_from(timeout) {
+        Ok(secs) if secs > 0 => Duration::from_secs(secs.min(MAX_WATCH_TIMEOUT_SECS)),
+        _ => state.default_watch_timeout,
+    };
     let spec = WatchSpec {
         kind: target.kind,
         filter,
@@ -297,7 +301,11 @@ async fn run(state: Arc<AppState>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
     let store = &state.store;
     let (mut rv_rx, mut epoch_rx) = store.subscribe();
     let epoch = *epoch_rx.borrow_and_update();
-    let deadline = Instant::now() + spec.timeout;
+    // `default_watch_timeout` is the caller's: keep even `Duration::MAX` from overflowing.
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(spec.timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(MAX_WATCH_TIMEOUT_SECS));
     let mut emitter = Emitter::new(&tx, &state.faults);
 
     if spec.forced_410 {

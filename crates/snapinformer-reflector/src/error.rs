@@ -25,6 +25,12 @@ pub enum Error {
     /// cannot be stored (no `metadata.name`).
     #[error("malformed watch event: {0}")]
     Malformed(String),
+    /// A watch event line grew past this many bytes without a newline (see
+    /// [`MAX_WATCH_LINE_BYTES`](crate::MAX_WATCH_LINE_BYTES)): the stream was dropped unread,
+    /// so that a server streaming without newlines cannot make the reflector buffer without
+    /// bound. Answered like a malformed event: a relist, after a backoff.
+    #[error("watch event line longer than {0} bytes without a newline: stream dropped")]
+    WatchLineTooLong(usize),
     /// The server did not end a watch within its timeout plus the grace period.
     #[error("watch stayed open past its timeout of {0:?} plus grace: abandoned")]
     WatchTimeout(std::time::Duration),

@@ -40,11 +40,17 @@
 //!   version without a relist; a watch answered or ended with 410 relists;
 //! - an event that cannot be decoded (invalid JSON) relists from the last synced version, since
 //!   its object is unknown; an object without `metadata.name` cannot be stored and is skipped.
-//!   Both are counted ([`ReflectorStats::malformed`]) and logged; neither panics. One case is
-//!   invisible here: kube drops a line that ends in the middle of a JSON value without a word
-//!   (it takes it for the tail of a cut stream). At the end of a stream that is harmless (the
-//!   re-watch from the last synced version delivers the event again); a server that sent such
-//!   a line in the middle of a stream would lose that event unnoticed.
+//!   Both are counted ([`ReflectorStats::malformed`]) and logged; neither panics. The watch
+//!   lines are read by this crate (not by kube's decoder, which drops any line that stops in the
+//!   middle of a JSON value): only the unterminated last bytes of a cut stream are dropped
+//!   (the re-watch from the last synced version delivers that event again); a truncated line
+//!   inside a stream is malformed.
+//! - **Bounded watch lines**: a watch line longer than [`MAX_WATCH_LINE_BYTES`] (16 MiB) is not
+//!   buffered: the stream is dropped with [`Error::WatchLineTooLong`] and the reflector relists
+//!   after a backoff, so a server streaming bytes without a newline cannot exhaust memory. (kube
+//!   5's own watch decoder has no such bound, so [`feed_watcher`], which reads kube-rs's
+//!   watcher, does not have it either.) A server that sends nothing, or trickles bytes, is
+//!   caught by the watch deadline below.
 //!
 //! **Backoff.** Failures wait with exponential backoff and jitter ([`BackoffConfig`]: 800 ms
 //! doubling to 30 s, reset after 2 quiet minutes), at least as long as the `Retry-After` the
@@ -113,6 +119,9 @@ mod backoff;
 mod config;
 mod error;
 mod factory;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod informer;
 mod listwatch;
 pub mod metrics;
@@ -129,7 +138,7 @@ pub use informer::{
     KubeInformer, KubeInformerBuilder, Lag, NODE_NAME_INDEX, OWNER_UID_INDEX, daemonsets,
     informer_for, nodes, pods, statefulsets,
 };
-pub use listwatch::{ListWatch, WatchStream};
+pub use listwatch::{ListWatch, MAX_WATCH_LINE_BYTES, WatchStream};
 pub use reflector::{
     EventKind, INITIAL_EVENTS_END, NextAction, Phase, Reflector, ReflectorHandle, ReflectorStats,
     ReflectorStatus, StatusHandle, Step, Transform,

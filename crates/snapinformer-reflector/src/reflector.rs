@@ -22,7 +22,7 @@ use tokio::{
 use crate::{
     Backoff, Error, ListWatch, ReflectorConfig, Result,
     access::{display_key, has_name},
-    listwatch::WatchStream,
+    listwatch::{MAX_WATCH_LINE_BYTES, WatchStream},
 };
 
 /// A function applied to every object before it enters the queue (for example, dropping
@@ -165,8 +165,9 @@ pub struct ReflectorStats {
     pub throttled: u64,
     /// Other failures (5xx, transport, 4xx).
     pub errors: u64,
-    /// Malformed events or objects (undecodable, or without a name): counted, logged, and
-    /// skipped (an object that cannot be stored) or answered with a relist (an event that
+    /// Malformed events or objects (undecodable, longer than
+    /// [`MAX_WATCH_LINE_BYTES`](crate::MAX_WATCH_LINE_BYTES), or without a name): counted,
+    /// logged, and skipped (an object that cannot be stored) or answered with a relist (an event that
     /// could not be read, whose object is therefore unknown).
     pub malformed: u64,
     /// Watches abandoned because the server kept them open past their timeout.
@@ -447,7 +448,7 @@ where
                 s.too_large += 1;
             } else if error.is_throttled() {
                 s.throttled += 1;
-            } else if matches!(error, Error::Malformed(_)) {
+            } else if matches!(error, Error::Malformed(_) | Error::WatchLineTooLong(_)) {
                 s.malformed += 1;
             } else if matches!(error, Error::WatchTimeout(_)) {
                 s.watch_timeouts += 1;
@@ -689,6 +690,9 @@ where
             Some(Err(e)) => {
                 let error = match e {
                     kube::Error::SerdeError(e) => Error::Malformed(e.to_string()),
+                    kube::Error::LinesCodecMaxLineLengthExceeded => {
+                        Error::WatchLineTooLong(MAX_WATCH_LINE_BYTES)
+                    }
                     e => Error::WatchStream(e),
                 };
                 Ok(self.streaming_fallback(error))
@@ -819,6 +823,11 @@ where
                 // The event could not be read, so its object is unknown: relist from the last
                 // synced version rather than risk a silently wrong cache.
                 Ok(self.fail(Error::Malformed(e.to_string()), NextAction::Relist, false))
+            }
+            Some(Err(kube::Error::LinesCodecMaxLineLengthExceeded)) => {
+                // Same as above, but the server may well send that line again: back off first.
+                let error = Error::WatchLineTooLong(MAX_WATCH_LINE_BYTES);
+                Ok(self.fail(error, NextAction::Relist, true))
             }
             Some(Err(e)) => Ok(self.fail(Error::WatchStream(e), NextAction::Rewatch, short)),
             Some(Ok(WatchEvent::Error(status))) => {

@@ -93,6 +93,9 @@
 
 pub mod backend;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod object;
 mod snapshot;

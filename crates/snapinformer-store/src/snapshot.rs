@@ -127,10 +127,13 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
             return Box::new(std::iter::empty());
         };
         if bucket.len() * 2 >= self.len() && !matches!(bucket, Bucket::Objects(_)) {
+            // The key prefix alone is not enough: with a slash in a namespace or a name, the
+            // key `a/b/c` may belong to namespace `a/b` or `a` (or be a cluster-scoped `a/b/c`).
             let ns = namespace.to_owned();
+            let object_ns = self.access.namespace;
             return Box::new(self.state.items.iter().filter_map(move |(k, v)| {
                 let rest = k.strip_prefix(ns.as_str())?;
-                rest.starts_with('/').then_some(v)
+                (rest.starts_with('/') && object_ns(v) == Some(ns.as_str())).then_some(v)
             }));
         }
         self.bucket_objects(bucket)
