@@ -33,10 +33,24 @@ use crate::pods::{NODE_INDEX, OWNER_INDEX, access, pod_indexers};
 /// Called as prefixes of a batch become visible to readers: `(items now visible, when)`.
 pub type Visible<'a> = &'a mut dyn FnMut(usize, Instant);
 
+/// One change a store under test applies.
+#[derive(Debug, Clone)]
+pub enum SimChange {
+    /// Add or replace the pod with this pod's key.
+    Upsert(Arc<Pod>),
+    /// Delete the pod with this key; the last known state if there is one (kube-rs' store needs
+    /// an object to delete).
+    Delete(Arc<str>, Option<Arc<Pod>>),
+}
+
 /// The write side of a store under test.
 pub trait SimStore: Send {
-    /// Applies `items` in order and reports when they become visible to readers.
-    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>);
+    /// Applies `changes` in order and reports when they become visible to readers.
+    fn apply_changes(&mut self, changes: Vec<SimChange>, visible: Visible<'_>);
+    /// Applies `items` (upserts) in order and reports when they become visible to readers.
+    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>) {
+        self.apply_changes(items.into_iter().map(SimChange::Upsert).collect(), visible);
+    }
     /// A read handle for another thread.
     fn reader(&self) -> Box<dyn SimReader>;
 }
@@ -61,10 +75,27 @@ pub trait SimReader: Send {
     fn hold(&self) -> Box<dyn Any + Send>;
     /// Another handle.
     fn boxed_clone(&self) -> Box<dyn SimReader>;
+
+    // What a controller reads and keeps: the pods themselves.
+
+    /// The pods of namespace `ns` whose label `key` equals `value`, as a controller that lists
+    /// its namespace gets them (client-go `ListAllByNamespace`; kube-rs `state_filter`).
+    fn pods_in_namespace(&self, ns: &str, key: &str, value: &str) -> Vec<Arc<Pod>>;
+    /// The pods owned by `uid` (owner index; kube-rs filters the full list).
+    fn pods_by_owner(&self, uid: &str) -> Vec<Arc<Pod>>;
+    /// The pods bound to `node` (node index; kube-rs filters the full list).
+    fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>>;
+    /// The pod under `key` (`namespace/name`): what a delta queue asks the store (client-go's
+    /// `GetByKey`).
+    fn get(&self, key: &str) -> Option<Arc<Pod>>;
+    /// Every pod.
+    fn all(&self) -> Vec<Arc<Pod>>;
 }
 
 /// The backends the simulator knows, by report name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum BackendKind {
     /// Ours, chunked backend (the store's default), superseded versions dropped inline.
     #[value(name = "snapshot")]
@@ -147,11 +178,14 @@ impl<B: Backend> SnapshotStore<B> {
 }
 
 impl<B: Backend> SimStore for SnapshotStore<B> {
-    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>) {
-        let n = items.len();
+    fn apply_changes(&mut self, changes: Vec<SimChange>, visible: Visible<'_>) {
+        let n = changes.len();
         let mut batch = self.writer.batch();
-        for pod in items {
-            batch.upsert(pod).expect("generated pods have names");
+        for change in changes {
+            match change {
+                SimChange::Upsert(pod) => batch.upsert(pod).expect("scenario pods have names"),
+                SimChange::Delete(key, _) => drop(batch.delete_key(&key)),
+            }
         }
         batch.commit();
         visible(n, Instant::now());
@@ -163,6 +197,33 @@ impl<B: Backend> SimStore for SnapshotStore<B> {
 }
 
 struct SnapshotReader<B: Backend>(Reader<Pod, B>);
+
+/// A store under test as the objects its delta queue knows (client-go's `KnownObjects`): a
+/// `DeltaFifo` asks it whether a deleted key is in the store, and lists it for relists.
+pub struct KnownPods(std::sync::Mutex<Box<dyn SimReader>>);
+
+impl KnownPods {
+    /// The pods `reader` sees.
+    pub fn new(reader: Box<dyn SimReader>) -> Self {
+        KnownPods(std::sync::Mutex::new(reader))
+    }
+}
+
+impl snapinformer::KnownObjects<Pod> for KnownPods {
+    fn get(&self, key: &str) -> Option<Arc<Pod>> {
+        self.0.lock().expect("known pods lock").get(key)
+    }
+    fn for_each(&self, f: &mut dyn FnMut(&Arc<str>, &Arc<Pod>)) {
+        let all = self.0.lock().expect("known pods lock").all();
+        let access = access::<Pod>();
+        let mut key = String::new();
+        for pod in &all {
+            if access.write_key(pod, &mut key).is_ok() {
+                f(&Arc::from(key.as_str()), pod);
+            }
+        }
+    }
+}
 
 /// The simulator's read operations over any reader of our store (for example an informer's).
 pub fn snapshot_reader<B: Backend>(reader: Reader<Pod, B>) -> Box<dyn SimReader> {
@@ -198,6 +259,32 @@ impl<B: Backend> SimReader for SnapshotReader<B> {
     }
     fn boxed_clone(&self) -> Box<dyn SimReader> {
         Box::new(SnapshotReader(self.0.clone()))
+    }
+    fn pods_in_namespace(&self, ns: &str, key: &str, value: &str) -> Vec<Arc<Pod>> {
+        let snap = self.0.snapshot();
+        snap.namespace(ns).filter(|p| label_is(p, key, value)).cloned().collect()
+    }
+    fn pods_by_owner(&self, uid: &str) -> Vec<Arc<Pod>> {
+        let snap = self.0.snapshot();
+        snap.by_index_refs(OWNER_INDEX, uid)
+            .expect("owner index exists")
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+    fn get(&self, key: &str) -> Option<Arc<Pod>> {
+        self.0.snapshot().get_by_key(key).cloned()
+    }
+    fn all(&self) -> Vec<Arc<Pod>> {
+        self.0.snapshot().list_refs().into_iter().cloned().collect()
+    }
+    fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>> {
+        let snap = self.0.snapshot();
+        snap.by_index_refs(NODE_INDEX, node)
+            .expect("node index exists")
+            .into_iter()
+            .cloned()
+            .collect()
     }
 }
 
@@ -238,6 +325,12 @@ impl LockedInner {
             for v in &new_values {
                 index.buckets.entry(v.to_string()).or_default().insert(key.clone());
             }
+        }
+    }
+
+    fn delete(&mut self, key: &str) {
+        if let Some((key, old)) = self.items.remove_entry(key) {
+            self.update_indices(Some(&old), None, &key);
         }
     }
 
@@ -287,14 +380,21 @@ fn pod_indexers_fns() -> [IndexFn<Pod>; 2] {
 }
 
 impl SimStore for LockedStore {
-    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>) {
+    fn apply_changes(&mut self, changes: Vec<SimChange>, visible: Visible<'_>) {
         let mut done = 0;
-        let mut items = items.into_iter().peekable();
+        let mut items = changes.into_iter().peekable();
         while items.peek().is_some() {
             let mut guard = self.inner.write().expect("lock not poisoned");
-            for pod in items.by_ref().take(self.per_lock) {
-                self.access.write_key(&pod, &mut self.keybuf).expect("generated pods have names");
-                guard.upsert(&self.keybuf, pod);
+            for change in items.by_ref().take(self.per_lock) {
+                match change {
+                    SimChange::Upsert(pod) => {
+                        self.access
+                            .write_key(&pod, &mut self.keybuf)
+                            .expect("scenario pods have names");
+                        guard.upsert(&self.keybuf, pod);
+                    }
+                    SimChange::Delete(key, _) => guard.delete(&key),
+                }
                 done += 1;
             }
             drop(guard);
@@ -340,6 +440,22 @@ impl SimReader for LockedReader {
     fn boxed_clone(&self) -> Box<dyn SimReader> {
         Box::new(LockedReader(self.0.clone()))
     }
+    fn pods_in_namespace(&self, ns: &str, key: &str, value: &str) -> Vec<Arc<Pod>> {
+        let items = self.0.read().expect("lock not poisoned").by_index("namespace", ns);
+        items.into_iter().filter(|p| label_is(p, key, value)).collect()
+    }
+    fn pods_by_owner(&self, uid: &str) -> Vec<Arc<Pod>> {
+        self.0.read().expect("lock not poisoned").by_index(OWNER_INDEX, uid)
+    }
+    fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.0.read().expect("lock not poisoned").by_index(NODE_INDEX, node)
+    }
+    fn get(&self, key: &str) -> Option<Arc<Pod>> {
+        self.0.read().expect("lock not poisoned").items.get(key).cloned()
+    }
+    fn all(&self) -> Vec<Arc<Pod>> {
+        self.list()
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -356,12 +472,18 @@ impl KubeRsStore {
 }
 
 impl SimStore for KubeRsStore {
-    fn apply(&mut self, items: Vec<Arc<Pod>>, visible: Visible<'_>) {
+    fn apply_changes(&mut self, changes: Vec<SimChange>, visible: Visible<'_>) {
         let mut done = 0;
-        for pod in items {
+        for change in changes {
             // The writer takes events by reference and clones the object into its own Arc; we
             // hand it the object without an extra copy when we hold the only reference.
-            let event = watcher::Event::Apply(Arc::unwrap_or_clone(pod));
+            let event = match change {
+                SimChange::Upsert(pod) => watcher::Event::Apply(Arc::unwrap_or_clone(pod)),
+                SimChange::Delete(key, last) => watcher::Event::Delete(match last {
+                    Some(pod) => Arc::unwrap_or_clone(pod),
+                    None => pod_for_key(&key),
+                }),
+            };
             self.writer.apply_watcher_event(&event);
             done += 1;
             visible(done, Instant::now());
@@ -371,6 +493,16 @@ impl SimStore for KubeRsStore {
     fn reader(&self) -> Box<dyn SimReader> {
         Box::new(KubeRsReader(self.writer.as_reader()))
     }
+}
+
+/// A pod that carries only the name and namespace of `key` (`namespace/name`): what kube-rs'
+/// store needs to delete an object whose last state is unknown.
+fn pod_for_key(key: &str) -> Pod {
+    let (ns, name) = key.split_once('/').map_or((None, key), |(ns, n)| (Some(ns), n));
+    let mut pod = Pod::default();
+    pod.metadata.name = Some(name.to_owned());
+    pod.metadata.namespace = ns.map(str::to_owned);
+    pod
 }
 
 struct KubeRsReader(reflector::Store<Pod>);
@@ -400,5 +532,27 @@ impl SimReader for KubeRsReader {
     }
     fn boxed_clone(&self) -> Box<dyn SimReader> {
         Box::new(KubeRsReader(self.0.clone()))
+    }
+    fn pods_in_namespace(&self, ns: &str, key: &str, value: &str) -> Vec<Arc<Pod>> {
+        self.0.state_filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns) && label_is(p, key, value)
+        })
+    }
+    fn pods_by_owner(&self, uid: &str) -> Vec<Arc<Pod>> {
+        self.0.state_filter(|p| owned_by(p, uid))
+    }
+    fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.0.state_filter(|p| crate::pods::pod_node(p) == Some(node))
+    }
+    fn get(&self, key: &str) -> Option<Arc<Pod>> {
+        let (ns, name) = key.split_once('/').map_or((None, key), |(ns, n)| (Some(ns), n));
+        let mut object_ref = reflector::ObjectRef::<Pod>::new(name);
+        if let Some(ns) = ns {
+            object_ref = object_ref.within(ns);
+        }
+        self.0.get(&object_ref)
+    }
+    fn all(&self) -> Vec<Arc<Pod>> {
+        self.0.state()
     }
 }

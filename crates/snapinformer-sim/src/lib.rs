@@ -11,5 +11,7 @@ pub mod informer_scenario;
 pub mod plot;
 pub mod pods;
 pub mod report;
+pub mod seed;
+pub mod soak;
 pub mod stats;
 pub mod store_scenario;
