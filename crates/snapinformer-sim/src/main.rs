@@ -325,12 +325,7 @@ fn run_store(args: StoreArgs) -> Result<(), String> {
     let report = StoreReport {
         scenario: "store".into(),
         params: params.clone(),
-        environment: Environment {
-            started_at,
-            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            allocator: ALLOCATOR.to_string(),
-        },
+        environment: environment(started_at),
         backends,
         targets,
     };
@@ -450,29 +445,41 @@ fn run_worker(
     if args.quick {
         cmd.arg("--quick");
     }
-    let mut child = cmd.spawn().map_err(|e| format!("starting worker for {}: {e}", kind.name()))?;
+    run_child(cmd, &out, kind.name(), bar, |msg| format!("{}: {msg}", kind.name()))
+}
+
+/// Runs a worker process built by `cmd`, which writes its JSON to `out`: relays its
+/// `phase: ` lines to the progress bar (and to stderr as plain lines when stderr is not a
+/// terminal), keeps its other output for the error message, and parses its JSON.
+fn run_child<T: serde::de::DeserializeOwned>(
+    mut cmd: Command,
+    out: &std::path::Path,
+    label: &str,
+    bar: &ProgressBar,
+    message: impl Fn(&str) -> String,
+) -> Result<T, String> {
+    let mut child = cmd.spawn().map_err(|e| format!("starting worker for {label}: {e}"))?;
     let plain = !std::io::stderr().is_terminal();
     let mut tail = Vec::new();
     if let Some(stderr) = child.stderr.take() {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(msg) = line.strip_prefix("phase: ") {
                 if plain {
-                    eprintln!("[{}] {msg}", kind.name());
+                    eprintln!("[{label}] {msg}");
                 }
-                bar.set_message(format!("{}: {msg}", kind.name()));
+                bar.set_message(message(msg));
             } else {
                 tail.push(line);
             }
         }
     }
-    let status = child.wait().map_err(|e| format!("waiting for worker {}: {e}", kind.name()))?;
+    let status = child.wait().map_err(|e| format!("waiting for worker {label}: {e}"))?;
     if !status.success() {
-        return Err(format!("worker for {} failed ({status}):\n{}", kind.name(), tail.join("\n")));
+        return Err(format!("worker for {label} failed ({status}):\n{}", tail.join("\n")));
     }
-    let bytes = std::fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()))?;
-    let _ = std::fs::remove_file(&out);
-    serde_json::from_slice(&bytes)
-        .map_err(|e| format!("parsing worker output for {}: {e}", kind.name()))
+    let bytes = std::fs::read(out).map_err(|e| format!("reading {}: {e}", out.display()))?;
+    let _ = std::fs::remove_file(out);
+    serde_json::from_slice(&bytes).map_err(|e| format!("parsing worker output for {label}: {e}"))
 }
 
 fn run_seed(args: SeedArgs) -> Result<(), String> {
@@ -557,12 +564,7 @@ fn run_seed(args: SeedArgs) -> Result<(), String> {
     let report = seed::SeedReport {
         scenario: "seed".into(),
         params: params.clone(),
-        environment: Environment {
-            started_at,
-            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            allocator: ALLOCATOR.to_string(),
-        },
+        environment: environment(started_at),
         modes: reports,
     };
     println!(
@@ -592,6 +594,16 @@ fn run_seed(args: SeedArgs) -> Result<(), String> {
         println!("targets missed: {}", missed.join("; "));
     }
     Ok(())
+}
+
+/// Where and how this run happens.
+fn environment(started_at: String) -> Environment {
+    Environment {
+        started_at,
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        allocator: ALLOCATOR.to_string(),
+    }
 }
 
 /// Draws the seed plots of every mode of `report` into `out/<mode>/`.
@@ -675,26 +687,5 @@ fn run_seed_worker(
         cmd.arg("--quick");
     }
     let label = format!("{} {}", mode.name(), row.name());
-    let mut child = cmd.spawn().map_err(|e| format!("starting worker for {label}: {e}"))?;
-    let plain = !std::io::stderr().is_terminal();
-    let mut tail = Vec::new();
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(msg) = line.strip_prefix("phase: ") {
-                if plain {
-                    eprintln!("[seed] {msg}");
-                }
-                bar.set_message(msg.to_owned());
-            } else {
-                tail.push(line);
-            }
-        }
-    }
-    let status = child.wait().map_err(|e| format!("waiting for worker {label}: {e}"))?;
-    if !status.success() {
-        return Err(format!("worker for {label} failed ({status}):\n{}", tail.join("\n")));
-    }
-    let bytes = std::fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()))?;
-    let _ = std::fs::remove_file(&out);
-    serde_json::from_slice(&bytes).map_err(|e| format!("parsing worker output for {label}: {e}"))
+    run_child(cmd, &out, &label, bar, str::to_owned)
 }
