@@ -89,7 +89,9 @@ impl<T> fmt::Debug for LagCollector<T> {
     }
 }
 
-fn gauge<N>(
+/// Encodes one constant gauge at scrape time (shared by the informer's and the work queue's
+/// collectors).
+pub(crate) fn gauge<N>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

@@ -12,13 +12,13 @@ use prometheus_client::{
     encoding::{DescriptorEncoder, EncodeMetric},
     metrics::{
         counter::ConstCounter,
-        gauge::ConstGauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::{Registry, Unit},
 };
 
 use super::{Inner, WorkQueue};
+use crate::metrics::gauge;
 
 /// The histograms a queue observes into from its creation (shared with every registry it is
 /// registered in).
@@ -52,20 +52,6 @@ impl<K> fmt::Debug for StatsCollector<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StatsCollector").finish_non_exhaustive()
     }
-}
-
-fn gauge<N>(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    value: N,
-) -> fmt::Result
-where
-    ConstGauge<N>: EncodeMetric,
-{
-    let g = ConstGauge::new(value);
-    g.encode(enc.encode_descriptor(name, help, unit, g.metric_type())?)
 }
 
 fn counter(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u64) -> fmt::Result {
