@@ -130,7 +130,7 @@ const INDEXES: [&str; 4] = [NAMESPACE_INDEX, "node", "owner", "labels"];
 /// Index values computed naively, independently of the store's index functions.
 fn model_values(index: &str, o: &SObj) -> Vec<String> {
     match index {
-        NAMESPACE_INDEX => o.ns.iter().filter(|n| !n.is_empty()).cloned().collect(),
+        NAMESPACE_INDEX => vec![o.ns.clone().unwrap_or_default()],
         "node" => node_of(o).map(str::to_owned).into_iter().collect(),
         "owner" => o.owners.clone(),
         "labels" => o.labels.iter().map(|(k, v)| format!("{k}={v}")).collect(),

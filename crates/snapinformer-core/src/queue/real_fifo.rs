@@ -10,7 +10,8 @@ use std::{
 use snapinformer_store::ObjectAccess;
 
 use super::{
-    Core, Known, KnownObjects, Logic, NoKnownObjects, QueueConfig, delegate_queue, tombstone,
+    Core, Known, KnownObjects, Logic, NoKnownObjects, QueueConfig, QueueOptions, Result,
+    delegate_queue, tombstone,
 };
 use crate::delta::{Delta, DeltaType};
 
@@ -48,12 +49,37 @@ impl<T: Send + Sync + 'static> RealFifo<T> {
         known: Arc<dyn KnownObjects<T>>,
         config: QueueConfig,
     ) -> Self {
-        RealFifo { core: Core::new(RealLogic::default(), access, known, config) }
+        Self::with_options(access, known, QueueOptions::new().config(config))
+    }
+
+    /// A queue built with `options`: key function, transform, depth bound (client-go's
+    /// `NewRealFIFOWithOptions`; [`QueueOptions::emit_replaced`] does not apply).
+    #[doc(alias = "NewRealFIFOWithOptions")]
+    pub fn with_options(
+        access: ObjectAccess<T>,
+        known: Arc<dyn KnownObjects<T>>,
+        options: QueueOptions<T>,
+    ) -> Self {
+        RealFifo { core: Core::new(RealLogic::default(), access, known, options) }
     }
 
     /// A queue whose consumer knows nothing (see [`NoKnownObjects`]).
     pub fn without_known_objects(access: ObjectAccess<T>) -> Self {
         Self::new(access, Arc::new(NoKnownObjects), QueueConfig::default())
+    }
+
+    /// The key the queue files `obj` under: the key function's for an object, the tombstone's
+    /// own key for a tombstone (client-go's `keyOf`).
+    pub fn key_of(&self, obj: &crate::DeltaObject<T>) -> Result<Arc<str>> {
+        match obj {
+            crate::DeltaObject::Object(o) => self.core.key(o),
+            crate::DeltaObject::Tombstone(t) => Ok(t.key.clone()),
+        }
+    }
+
+    /// A copy of every queued delta, in pop order.
+    pub fn items(&self) -> Vec<Delta<T>> {
+        self.core.inspect(|l| l.items.iter().map(|(_, d)| d.clone()).collect())
     }
 }
 
