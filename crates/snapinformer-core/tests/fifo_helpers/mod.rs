@@ -169,3 +169,19 @@ pub fn pop_would_wait(q: &dyn Queue<FifoObj>) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
     matches!(fut.as_mut().poll(&mut cx), Poll::Pending)
 }
+
+/// Pops at most `max` deltas if a pop is ready now (a delta, or a resource version that has
+/// become due), acknowledging it; `None` if a pop would wait.
+pub fn try_pop_now(q: &dyn Queue<FifoObj>, max: usize) -> Option<PoppedBatch<FifoObj>> {
+    let mut fut = q.pop_batch(max);
+    let mut cx = Context::from_waker(Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(b)) => {
+            drop(fut);
+            q.done(&b);
+            Some(b)
+        }
+        Poll::Ready(Err(e)) => panic!("pop failed: {e}"),
+        Poll::Pending => None,
+    }
+}
