@@ -809,3 +809,27 @@ async fn test_real_fifo_relist_with_a_refused_object_queues_nothing() {
     assert!(matches!(f.replace(vec![mk("ok", 1), mk("bad", -1)], "1"), Err(Error::Transform(_))));
     assert!(f.items().is_empty());
 }
+
+#[tokio::test]
+async fn test_informer_with_a_custom_key_function_keys_queue_and_store_alike() {
+    use snapinformer_core::InformerBuilder;
+    use snapinformer_store::StoreBuilder;
+    let prefixed = KeyFn::new(|o: &FifoObj| Ok(format!("key/{}", o.name)));
+    let store = StoreBuilder::new(access()).key_fn(prefixed);
+    let informer = InformerBuilder::with_store(store).build().unwrap();
+    informer.start().unwrap();
+    informer.queue().add(mk("foo", 1)).unwrap();
+    informer.queue().add(mk("bar", 1)).unwrap();
+    informer.queue().delete(mk("foo", 2)).unwrap();
+    let settled = async {
+        loop {
+            let s = informer.snapshot();
+            if s.len() == 1 && s.get_by_key("key/bar").is_some() && informer.queue().is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), settled).await.expect("the store settles");
+    informer.shutdown().await;
+}
