@@ -776,7 +776,7 @@ async fn test_real_fifo_resync_atomic_added_object_exists_in_deltas_on_atomic_re
     // SyncAll would then re-deliver foo (by then in the store); our resync follows client-go's
     // non-atomic rule and skips a key with a delta queued, so foo is delivered once.
     let obj = mk("foo", 2);
-    let f = real_fifo(&[obj.clone()]);
+    let f = real_fifo(std::slice::from_ref(&obj));
     f.add(obj.clone()).unwrap();
     f.resync().unwrap();
     assert_eq!(drain(&f).await, vec![d(Added, &obj)]);

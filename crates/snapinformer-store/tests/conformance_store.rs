@@ -213,8 +213,12 @@ impl Object for Pod {
     }
 }
 
-fn pod(name: &str, foo: Option<&str>, users: &str) -> Arc<Pod> {
-    Arc::new(Pod { name: name.into(), foo_label: foo.map(str::to_owned), users: users.into() })
+fn pod(name: &str, foo_label: Option<&str>, users: &str) -> Arc<Pod> {
+    Arc::new(Pod {
+        name: name.into(),
+        foo_label: foo_label.map(str::to_owned),
+        users: users.into(),
+    })
 }
 
 #[test]

@@ -261,10 +261,12 @@ pub trait Queue<T>: Send + Sync + fmt::Debug + 'static {
     /// Queues a `Deleted` delta (blocks like [`add`](Queue::add); see each queue for when it is
     /// dropped).
     fn delete(&self, obj: Arc<T>) -> Result<()>;
-    /// A relist: queues `Replaced` for every listed object and `Deleted` tombstones
+    /// A relist: queues `Replaced` for every listed object (or `Sync`, see
+    /// [`QueueOptions::emit_replaced`]) and `Deleted` tombstones
     /// ([`DeletedFinalStateUnknown`](crate::DeletedFinalStateUnknown)) for keys queued or known
-    /// but missing from the list. Once all of these are applied the store reports
-    /// `resource_version`.
+    /// but missing from the list (see each queue for the details). Once all of these are applied
+    /// the store reports `resource_version`. The listed objects are keyed and transformed before
+    /// anything is queued: one refused object fails the relist whole.
     fn replace(&self, objs: Vec<Arc<T>>, resource_version: &str) -> Result<()>;
     /// Queues `Sync` deltas for known keys that have nothing queued.
     fn resync(&self) -> Result<()>;
@@ -272,7 +274,8 @@ pub trait Queue<T>: Send + Sync + fmt::Debug + 'static {
     /// `resource_version` (a watch bookmark). Wakes the consumer even if nothing else is queued.
     fn bookmark(&self, resource_version: &str) -> Result<()>;
     /// Waits until at least one delta (or a bookmark) is queued, then pops up to `max` deltas
-    /// following client-go's batch rules (see each queue). Fails with [`Error::Closed`] once the
+    /// following the queue's batch rules (a [`RealFifo`] follows client-go's `PopBatch`; a
+    /// [`DeltaFifo`], which client-go pops one key at a time, pops whole keys). Fails with [`Error::Closed`] once the
     /// queue is closed and empty. Popping also acknowledges a previous batch not yet `done`.
     fn pop_batch(&self, max: usize) -> BoxFuture<'_, Result<PoppedBatch<T>>>;
     /// Acknowledges that the last popped batch is applied and published: its keys leave the

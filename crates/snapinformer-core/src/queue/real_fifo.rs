@@ -18,7 +18,8 @@ use crate::delta::{Delta, DeltaType};
 /// client-go's `RealFIFO` (the informers' default since Kubernetes 1.33): every delta is kept,
 /// in arrival order, and delivered once.
 ///
-/// Rules (client-go's):
+/// Rules (client-go's `RealFIFO` with known objects, its mode before 1.36; since 1.36 client-go's
+/// informers queue a relist as one `ReplacedAll` delta instead, which this queue does not):
 /// - `add`, `update` and `delete` append; nothing is merged or dropped;
 /// - `replace` first queues tombstones, then `Replaced` for every listed object, in list order:
 ///   a tombstone for each key queued but not listed whose newest queued delta is not already a
