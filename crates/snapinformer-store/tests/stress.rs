@@ -475,8 +475,12 @@ impl<B: Backend> WriterState<B> {
                     }
                 } else if roll < 85 {
                     let Some(key) = self.existing_key() else { continue };
-                    let old = self.model_delete(&key);
-                    Staged::Delete(old.expect("existing key"))
+                    let old = self.model_delete(&key).expect("existing key");
+                    // A delete with the final state reports its version.
+                    if !old.rv.is_empty() {
+                        self.model.rv = Some(old.rv.clone());
+                    }
+                    Staged::Delete(old)
                 } else if roll < 95 {
                     let key = if self.rng.chance(50) {
                         format!("obj-{}", NAME_SPACE + self.rng.below(10))
