@@ -183,9 +183,12 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
         let (writer, reader) = self.store.build()?;
         let access = writer.access();
         let known: Arc<dyn KnownObjects<T>> = Arc::new(reader.clone());
+        // The queue keys deltas with the store's key function, so both agree on every key.
+        let options =
+            crate::QueueOptions::new().config(self.queue_config).key_fn(writer.key_fn().clone());
         let queue: Arc<dyn Queue<T>> = match self.queue_kind {
-            QueueKind::Real => Arc::new(RealFifo::new(access, known, self.queue_config)),
-            QueueKind::Delta => Arc::new(DeltaFifo::new(access, known, self.queue_config)),
+            QueueKind::Real => Arc::new(RealFifo::with_options(access, known, options)),
+            QueueKind::Delta => Arc::new(DeltaFifo::with_options(access, known, options)),
         };
         let (progress, _) = watch::channel(Progress::initial());
         let shared = Arc::new(Shared {

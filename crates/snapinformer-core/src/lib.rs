@@ -111,6 +111,6 @@ pub use informer::{Informer, InformerBuilder, Published, QueueKind};
 pub use lister::{Lister, NamespaceLister};
 pub use metrics::InformerMetrics;
 pub use queue::{
-    DeltaFifo, KnownObjects, NoKnownObjects, Queue, QueueConfig, QueueStats, RealFifo,
+    DeltaFifo, KnownObjects, NoKnownObjects, Queue, QueueConfig, QueueOptions, QueueStats, RealFifo,
 };
 pub use workqueue::{WorkQueue, WorkQueueConfig, WorkQueueStats};

@@ -887,6 +887,8 @@ fn queue_error(e: queue::Error) -> Error {
         queue::Error::Closed => Error::QueueClosed,
         // Objects are checked for a name before they are queued.
         queue::Error::Key(e) => Error::Malformed(e.to_string()),
+        // A transform configured on the queue refused an object.
+        queue::Error::Transform(e) => Error::Malformed(format!("transforming: {e}")),
     }
 }
 

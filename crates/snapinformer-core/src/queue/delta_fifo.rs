@@ -10,20 +10,23 @@ use std::{
 use snapinformer_store::ObjectAccess;
 
 use super::{
-    Core, Known, KnownObjects, Logic, NoKnownObjects, QueueConfig, delegate_queue, tombstone,
+    Core, Known, KnownObjects, Logic, NoKnownObjects, QueueConfig, QueueOptions, Result,
+    delegate_queue, tombstone,
 };
-use crate::delta::{Delta, DeltaType};
+use crate::delta::{Delta, DeltaObject, DeltaType};
 
 /// client-go's `DeltaFIFO`: a keyed queue with one entry per key, in the order keys first
 /// arrived, each holding the list of that key's deltas.
 ///
 /// Rules (client-go's):
 /// - a delta for a key already queued is appended to its entry; the entry keeps its place;
-/// - only two consecutive `Deleted` deltas collapse into one, and a real object beats a
-///   [`DeletedFinalStateUnknown`](crate::DeletedFinalStateUnknown) tombstone;
+/// - only two consecutive `Deleted` deltas collapse into one: the older one stays, unless it is
+///   a [`DeletedFinalStateUnknown`](crate::DeletedFinalStateUnknown) tombstone, which the newer
+///   one replaces;
 /// - `delete` of a key that is neither queued nor known is dropped;
-/// - `replace` queues `Replaced` for every listed object, then a tombstone for every key that is
-///   queued (with its newest queued state) or known (with the known object) but not listed;
+/// - `replace` queues `Replaced` (or `Sync`, see [`QueueOptions::emit_replaced`]) for every
+///   listed object, then a tombstone for every key that is queued (with its newest queued
+///   state) or known (with the known object) but not listed;
 /// - `resync` queues `Sync` only for known keys that have nothing queued;
 /// - the first `replace` sets the initial population: `has_synced` turns true once that many
 ///   entries are popped and done.
@@ -50,12 +53,65 @@ impl<T: Send + Sync + 'static> DeltaFifo<T> {
         known: Arc<dyn KnownObjects<T>>,
         config: QueueConfig,
     ) -> Self {
-        DeltaFifo { core: Core::new(DeltaLogic::default(), access, known, config) }
+        Self::with_options(access, known, QueueOptions::new().config(config))
+    }
+
+    /// A queue built with `options`: key function, transform, `Replaced` or `Sync` for relisted
+    /// objects, depth bound (client-go's `NewDeltaFIFOWithOptions`).
+    #[doc(alias = "NewDeltaFIFOWithOptions")]
+    pub fn with_options(
+        access: ObjectAccess<T>,
+        known: Arc<dyn KnownObjects<T>>,
+        options: QueueOptions<T>,
+    ) -> Self {
+        let emit = if options.emit_replaced { DeltaType::Replaced } else { DeltaType::Sync };
+        let logic = DeltaLogic { emit, ..DeltaLogic::default() };
+        DeltaFifo { core: Core::new(logic, access, known, options) }
     }
 
     /// A queue whose consumer knows nothing (see [`NoKnownObjects`]).
     pub fn without_known_objects(access: ObjectAccess<T>) -> Self {
         Self::new(access, Arc::new(NoKnownObjects), QueueConfig::default())
+    }
+
+    /// The key the queue files `obj` under: the key function's for an object, the tombstone's
+    /// own key for a tombstone (client-go's `KeyOf`).
+    #[doc(alias = "KeyOf")]
+    pub fn key_of(&self, obj: &DeltaObject<T>) -> Result<Arc<str>> {
+        match obj {
+            DeltaObject::Object(o) => self.core.key(o),
+            DeltaObject::Tombstone(t) => Ok(t.key.clone()),
+        }
+    }
+
+    /// The queued keys, in the order they will be popped (client-go's `ListKeys`).
+    #[doc(alias = "ListKeys")]
+    pub fn list_keys(&self) -> Vec<Arc<str>> {
+        self.core.inspect(|l| l.order.iter().cloned().collect())
+    }
+
+    /// The newest queued state of every queued key, in pop order (client-go's `List`): the
+    /// object of each key's newest delta, or its tombstone.
+    pub fn list(&self) -> Vec<DeltaObject<T>> {
+        self.core.inspect(|l| {
+            l.order
+                .iter()
+                .filter_map(|k| l.items.get(k)?.deltas.last().map(|d| d.object.clone()))
+                .collect()
+        })
+    }
+
+    /// A copy of the deltas queued for `key`, oldest first; `None` if nothing is queued for it
+    /// (client-go's `GetByKey`).
+    #[doc(alias = "GetByKey")]
+    pub fn get_by_key(&self, key: &str) -> Option<Vec<Delta<T>>> {
+        self.core.inspect(|l| l.items.get(key).map(|e| e.deltas.clone()))
+    }
+
+    /// The deltas queued for `obj`'s key (client-go's `Get`); fails if `obj` has no key.
+    pub fn get(&self, obj: &T) -> Result<Option<Vec<Delta<T>>>> {
+        let key = self.core.key(obj)?;
+        Ok(self.get_by_key(&key))
     }
 }
 
@@ -71,25 +127,33 @@ pub(crate) struct DeltaLogic<T> {
     items: HashMap<Arc<str>, Entry<T>>,
     order: VecDeque<Arc<str>>,
     depth: usize,
+    /// What `replace` queues for listed objects: `Replaced` or `Sync`.
+    emit: DeltaType,
 }
 
 impl<T> Default for DeltaLogic<T> {
     fn default() -> Self {
-        DeltaLogic { items: HashMap::new(), order: VecDeque::new(), depth: 0 }
+        DeltaLogic {
+            items: HashMap::new(),
+            order: VecDeque::new(),
+            depth: 0,
+            emit: DeltaType::Replaced,
+        }
     }
 }
 
-/// client-go's `isDeletionDup` applied to the last two deltas: keeps the newer one unless it is
-/// a tombstone. Returns whether a delta was removed.
+/// client-go's `isDeletionDup` applied to the last two deltas: of two consecutive deletes the
+/// older one stays, unless it is a tombstone, in which case the newer one replaces it. Returns
+/// whether a delta was removed.
 fn dedup_deletions<T>(deltas: &mut Vec<Delta<T>>) -> bool {
     let n = deltas.len();
     if n < 2 || !deltas[n - 1].is_delete() || !deltas[n - 2].is_delete() {
         return false;
     }
-    if deltas[n - 1].object.is_tombstone() {
-        deltas.pop();
-    } else {
+    if deltas[n - 2].object.is_tombstone() {
         deltas.remove(n - 2);
+    } else {
+        deltas.pop();
     }
     true
 }
@@ -148,7 +212,7 @@ impl<T: Send + Sync + 'static> Logic<T> for DeltaLogic<T> {
         let mut listed: HashSet<Arc<str>> = HashSet::with_capacity(objs.len());
         for (key, obj) in objs {
             listed.insert(key.clone());
-            self.push(next_id, Delta::new(DeltaType::Replaced, key, obj, now));
+            self.push(next_id, Delta::new(self.emit, key, obj, now));
         }
         let mut tombstones = Vec::new();
         for key in &self.order {

@@ -28,7 +28,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use snapinformer_store::{Backend, ObjectAccess, Reader};
+use snapinformer_store::{Backend, KeyFn, ObjectAccess, Reader, TransformFn, UserError};
 use tokio::sync::Notify;
 
 pub use delta_fifo::DeltaFifo;
@@ -43,9 +43,23 @@ pub enum Error {
     #[error("the delta queue is closed")]
     #[doc(alias = "ErrFIFOClosed")]
     Closed,
-    /// The object has no key (no name).
+    /// The object has no key: no name, or the queue's custom key function failed (client-go's
+    /// `KeyError`).
     #[error("cannot queue object: {0}")]
+    #[doc(alias = "KeyError")]
     Key(#[from] snapinformer_store::Error),
+    /// The queue's transform ([`QueueOptions::transform`]) refused the object.
+    #[error("cannot queue object: transforming: {0}")]
+    Transform(#[source] UserError),
+}
+
+impl Error {
+    fn from_transform(e: snapinformer_store::Error) -> Self {
+        match e {
+            snapinformer_store::Error::Transform(e) => Error::Transform(e),
+            other => Error::Key(other),
+        }
+    }
 }
 
 /// `Result` with the queue [`Error`] as the default error type.
@@ -113,6 +127,91 @@ impl QueueConfig {
     }
 }
 
+/// Everything a queue can be built with (client-go's `DeltaFIFOOptions` and `RealFIFOOptions`).
+#[must_use]
+pub struct QueueOptions<T> {
+    /// Depth bound (see [`QueueConfig`]).
+    pub config: QueueConfig,
+    /// How objects are keyed (client-go's `KeyFunction`); default `namespace/name`. It must be
+    /// the key function of the store the queue feeds (`Writer::key_fn`). Relist tombstones keep
+    /// their key and are never passed to it.
+    pub key_fn: KeyFn<T>,
+    /// Applied to each object as it is queued (client-go's `Transformer`), where client-go
+    /// applies it: objects passed to `add`, `update`, `delete` and `replace`; never the known
+    /// objects `resync` re-queues nor relist tombstones. `replace` transforms every listed
+    /// object before it queues anything, so a refused object fails the relist whole.
+    pub transform: Option<TransformFn<T>>,
+    /// [`DeltaFifo`] only: whether `replace` queues listed objects as
+    /// [`Replaced`](DeltaType::Replaced) (the default here, and what client-go's informers ask
+    /// for) or as [`Sync`](DeltaType::Sync) (the default of client-go's bare `DeltaFIFO`, kept
+    /// for its old callers). [`RealFifo`] always queues `Replaced`, as client-go's does.
+    pub emit_replaced: bool,
+}
+
+impl<T> Default for QueueOptions<T> {
+    fn default() -> Self {
+        QueueOptions {
+            config: QueueConfig::default(),
+            key_fn: KeyFn::meta_namespace(),
+            transform: None,
+            emit_replaced: true,
+        }
+    }
+}
+
+impl<T> Clone for QueueOptions<T> {
+    fn clone(&self) -> Self {
+        QueueOptions {
+            config: self.config.clone(),
+            key_fn: self.key_fn.clone(),
+            transform: self.transform.clone(),
+            emit_replaced: self.emit_replaced,
+        }
+    }
+}
+
+impl<T> fmt::Debug for QueueOptions<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueOptions")
+            .field("config", &self.config)
+            .field("key_fn", &self.key_fn)
+            .field("transform", &self.transform.is_some())
+            .field("emit_replaced", &self.emit_replaced)
+            .finish()
+    }
+}
+
+impl<T> QueueOptions<T> {
+    /// The defaults: unbounded, `namespace/name` keys, no transform, `Replaced` deltas.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the depth bound and other [`QueueConfig`] settings.
+    pub fn config(mut self, config: QueueConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the key function (see [`QueueOptions::key_fn`]).
+    pub fn key_fn(mut self, key_fn: KeyFn<T>) -> Self {
+        self.key_fn = key_fn;
+        self
+    }
+
+    /// Sets the transform (see [`QueueOptions::transform`]).
+    pub fn transform(mut self, transform: TransformFn<T>) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+
+    /// Chooses `Replaced` (true) or `Sync` (false) for a [`DeltaFifo`]'s relisted objects.
+    pub fn emit_replaced(mut self, emit: bool) -> Self {
+        self.emit_replaced = emit;
+        self
+    }
+}
+
 /// A point-in-time view of a queue, for metrics and the freshness policy.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueStats {
@@ -162,10 +261,12 @@ pub trait Queue<T>: Send + Sync + fmt::Debug + 'static {
     /// Queues a `Deleted` delta (blocks like [`add`](Queue::add); see each queue for when it is
     /// dropped).
     fn delete(&self, obj: Arc<T>) -> Result<()>;
-    /// A relist: queues `Replaced` for every listed object and `Deleted` tombstones
+    /// A relist: queues `Replaced` for every listed object (or `Sync`, see
+    /// [`QueueOptions::emit_replaced`]) and `Deleted` tombstones
     /// ([`DeletedFinalStateUnknown`](crate::DeletedFinalStateUnknown)) for keys queued or known
-    /// but missing from the list. Once all of these are applied the store reports
-    /// `resource_version`.
+    /// but missing from the list (see each queue for the details). Once all of these are applied
+    /// the store reports `resource_version`. The listed objects are keyed and transformed before
+    /// anything is queued: one refused object fails the relist whole.
     fn replace(&self, objs: Vec<Arc<T>>, resource_version: &str) -> Result<()>;
     /// Queues `Sync` deltas for known keys that have nothing queued.
     fn resync(&self) -> Result<()>;
@@ -173,7 +274,8 @@ pub trait Queue<T>: Send + Sync + fmt::Debug + 'static {
     /// `resource_version` (a watch bookmark). Wakes the consumer even if nothing else is queued.
     fn bookmark(&self, resource_version: &str) -> Result<()>;
     /// Waits until at least one delta (or a bookmark) is queued, then pops up to `max` deltas
-    /// following client-go's batch rules (see each queue). Fails with [`Error::Closed`] once the
+    /// following the queue's batch rules (a [`RealFifo`] follows client-go's `PopBatch`; a
+    /// [`DeltaFifo`], which client-go pops one key at a time, pops whole keys). Fails with [`Error::Closed`] once the
     /// queue is closed and empty. Popping also acknowledges a previous batch not yet `done`.
     fn pop_batch(&self, max: usize) -> BoxFuture<'_, Result<PoppedBatch<T>>>;
     /// Acknowledges that the last popped batch is applied and published: its keys leave the
@@ -339,6 +441,8 @@ pub(crate) struct Core<T, L> {
     room_async: Notify,
     config: QueueConfig,
     access: ObjectAccess<T>,
+    key_fn: KeyFn<T>,
+    transform: Option<TransformFn<T>>,
     known: Arc<dyn KnownObjects<T>>,
 }
 
@@ -367,8 +471,9 @@ where
         logic: L,
         access: ObjectAccess<T>,
         known: Arc<dyn KnownObjects<T>>,
-        config: QueueConfig,
+        options: QueueOptions<T>,
     ) -> Self {
+        let QueueOptions { config, key_fn, transform, emit_replaced: _ } = options;
         Core {
             state: Mutex::new(State {
                 logic,
@@ -386,6 +491,8 @@ where
             room_async: Notify::new(),
             config,
             access,
+            key_fn,
+            transform,
             known,
         }
     }
@@ -396,8 +503,21 @@ where
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn key(&self, obj: &T) -> Result<Arc<str>> {
-        Ok(self.access.key(obj)?.into())
+    pub(crate) fn key(&self, obj: &T) -> Result<Arc<str>> {
+        Ok(self.key_fn.key(&self.access, obj)?.into())
+    }
+
+    /// Applies the transform, if any, to an object being queued.
+    fn transform(&self, obj: Arc<T>) -> Result<Arc<T>> {
+        match &self.transform {
+            Some(t) => t.apply(obj).map_err(Error::from_transform),
+            None => Ok(obj),
+        }
+    }
+
+    /// Runs `f` on the queue's state (for the queues' inspection methods).
+    pub(crate) fn inspect<R>(&self, f: impl FnOnce(&L) -> R) -> R {
+        f(&self.lock().logic)
     }
 
     /// Locks the state, waiting for room if the queue is bounded and full.
@@ -422,6 +542,7 @@ where
 
     pub(crate) fn enqueue(&self, kind: DeltaType, obj: Arc<T>) -> Result<()> {
         let key = self.key(&obj)?;
+        let obj = self.transform(obj)?;
         let now = Instant::now();
         let mut st = self.lock_with_room()?;
         st.populated = true;
@@ -442,8 +563,10 @@ where
     }
 
     pub(crate) fn replace(&self, objs: Vec<Arc<T>>, resource_version: &str) -> Result<()> {
-        let keyed =
-            objs.into_iter().map(|o| self.key(&o).map(|k| (k, o))).collect::<Result<Vec<_>>>()?;
+        let keyed = objs
+            .into_iter()
+            .map(|o| Ok((self.key(&o)?, self.transform(o)?)))
+            .collect::<Result<Vec<_>>>()?;
         let now = Instant::now();
         let mut st = self.lock();
         if st.closed {

@@ -10,14 +10,16 @@ use std::{
 use snapinformer_store::ObjectAccess;
 
 use super::{
-    Core, Known, KnownObjects, Logic, NoKnownObjects, QueueConfig, delegate_queue, tombstone,
+    Core, Known, KnownObjects, Logic, NoKnownObjects, QueueConfig, QueueOptions, Result,
+    delegate_queue, tombstone,
 };
 use crate::delta::{Delta, DeltaType};
 
 /// client-go's `RealFIFO` (the informers' default since Kubernetes 1.33): every delta is kept,
 /// in arrival order, and delivered once.
 ///
-/// Rules (client-go's):
+/// Rules (client-go's `RealFIFO` with known objects, its mode before 1.36; since 1.36 client-go's
+/// informers queue a relist as one `ReplacedAll` delta instead, which this queue does not):
 /// - `add`, `update` and `delete` append; nothing is merged or dropped;
 /// - `replace` first queues tombstones, then `Replaced` for every listed object, in list order:
 ///   a tombstone for each key queued but not listed whose newest queued delta is not already a
@@ -48,12 +50,37 @@ impl<T: Send + Sync + 'static> RealFifo<T> {
         known: Arc<dyn KnownObjects<T>>,
         config: QueueConfig,
     ) -> Self {
-        RealFifo { core: Core::new(RealLogic::default(), access, known, config) }
+        Self::with_options(access, known, QueueOptions::new().config(config))
+    }
+
+    /// A queue built with `options`: key function, transform, depth bound (client-go's
+    /// `NewRealFIFOWithOptions`; [`QueueOptions::emit_replaced`] does not apply).
+    #[doc(alias = "NewRealFIFOWithOptions")]
+    pub fn with_options(
+        access: ObjectAccess<T>,
+        known: Arc<dyn KnownObjects<T>>,
+        options: QueueOptions<T>,
+    ) -> Self {
+        RealFifo { core: Core::new(RealLogic::default(), access, known, options) }
     }
 
     /// A queue whose consumer knows nothing (see [`NoKnownObjects`]).
     pub fn without_known_objects(access: ObjectAccess<T>) -> Self {
         Self::new(access, Arc::new(NoKnownObjects), QueueConfig::default())
+    }
+
+    /// The key the queue files `obj` under: the key function's for an object, the tombstone's
+    /// own key for a tombstone (client-go's `keyOf`).
+    pub fn key_of(&self, obj: &crate::DeltaObject<T>) -> Result<Arc<str>> {
+        match obj {
+            crate::DeltaObject::Object(o) => self.core.key(o),
+            crate::DeltaObject::Tombstone(t) => Ok(t.key.clone()),
+        }
+    }
+
+    /// A copy of every queued delta, in pop order.
+    pub fn items(&self) -> Vec<Delta<T>> {
+        self.core.inspect(|l| l.items.iter().map(|(_, d)| d.clone()).collect())
     }
 }
 
