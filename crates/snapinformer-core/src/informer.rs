@@ -184,8 +184,10 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
         let access = writer.access();
         let known: Arc<dyn KnownObjects<T>> = Arc::new(reader.clone());
         // The queue keys deltas with the store's key function, so both agree on every key.
-        let options =
-            crate::QueueOptions::new().config(self.queue_config).key_fn(writer.key_fn().clone());
+        let options = crate::QueueOptions::new()
+            .config(self.queue_config)
+            .key_fn(writer.key_fn().clone())
+            .atomic_relist(true);
         let queue: Arc<dyn Queue<T>> = match self.queue_kind {
             QueueKind::Real => Arc::new(RealFifo::with_options(access, known, options)),
             QueueKind::Delta => Arc::new(DeltaFifo::with_options(access, known, options)),

@@ -6,9 +6,10 @@
 //! `pop_batch(size)`; `getItems()` is `items()`; objects are keyed by name through a custom key
 //! function. client-go's atomic mode (`AtomicEvents`, on by default since 1.36) queues a relist
 //! as one `ReplacedAll` delta, a resync as one `SyncAll` and a bookmark as a `Bookmark` delta;
-//! we have no such deltas (a relist is its tombstones and `Replaced` deltas, a bookmark a
-//! resource-version marker), so those cases check what the atomic deltas are for: order, and
-//! the resource version each relist or bookmark makes the store report.
+//! we have no such deltas (a relist is its tombstones and `Replaced` deltas, popped whole as one
+//! batch so that it is published at once; a bookmark is a resource-version marker), so those
+//! cases check what the atomic deltas are for: order, and the resource version each relist or
+//! bookmark makes the store report. `tests/atomic_relist.rs` checks the atomicity itself.
 
 mod fifo_helpers;
 

@@ -146,6 +146,11 @@ pub struct QueueOptions<T> {
     /// for) or as [`Sync`](DeltaType::Sync) (the default of client-go's bare `DeltaFIFO`, kept
     /// for its old callers). [`RealFifo`] always queues `Replaced`, as client-go's does.
     pub emit_replaced: bool,
+    /// [`RealFifo`] only: whether a relist pops whole, as one batch of its own, so that the
+    /// informer publishes it at once (client-go's `AtomicEvents`, which its informers turn on
+    /// since 1.36; off by default for a bare queue, as client-go's bare `RealFIFO`). The
+    /// [`Informer`](crate::Informer) turns it on.
+    pub atomic_relist: bool,
 }
 
 impl<T> Default for QueueOptions<T> {
@@ -155,6 +160,7 @@ impl<T> Default for QueueOptions<T> {
             key_fn: KeyFn::meta_namespace(),
             transform: None,
             emit_replaced: true,
+            atomic_relist: false,
         }
     }
 }
@@ -166,6 +172,7 @@ impl<T> Clone for QueueOptions<T> {
             key_fn: self.key_fn.clone(),
             transform: self.transform.clone(),
             emit_replaced: self.emit_replaced,
+            atomic_relist: self.atomic_relist,
         }
     }
 }
@@ -177,6 +184,7 @@ impl<T> fmt::Debug for QueueOptions<T> {
             .field("key_fn", &self.key_fn)
             .field("transform", &self.transform.is_some())
             .field("emit_replaced", &self.emit_replaced)
+            .field("atomic_relist", &self.atomic_relist)
             .finish()
     }
 }
@@ -208,6 +216,13 @@ impl<T> QueueOptions<T> {
     /// Chooses `Replaced` (true) or `Sync` (false) for a [`DeltaFifo`]'s relisted objects.
     pub fn emit_replaced(mut self, emit: bool) -> Self {
         self.emit_replaced = emit;
+        self
+    }
+
+    /// Chooses whether a [`RealFifo`]'s relists pop whole (see [`QueueOptions::atomic_relist`]).
+    #[doc(alias = "AtomicEvents")]
+    pub fn atomic_relist(mut self, atomic: bool) -> Self {
+        self.atomic_relist = atomic;
         self
     }
 }
@@ -473,7 +488,8 @@ where
         known: Arc<dyn KnownObjects<T>>,
         options: QueueOptions<T>,
     ) -> Self {
-        let QueueOptions { config, key_fn, transform, emit_replaced: _ } = options;
+        let QueueOptions { config, key_fn, transform, emit_replaced: _, atomic_relist: _ } =
+            options;
         Core {
             state: Mutex::new(State {
                 logic,

@@ -18,8 +18,7 @@ use crate::delta::{Delta, DeltaType};
 /// client-go's `RealFIFO` (the informers' default since Kubernetes 1.33): every delta is kept,
 /// in arrival order, and delivered once.
 ///
-/// Rules (client-go's `RealFIFO` with known objects, its mode before 1.36; since 1.36 client-go's
-/// informers queue a relist as one `ReplacedAll` delta instead, which this queue does not):
+/// Rules (client-go's `RealFIFO` with known objects):
 /// - `add`, `update` and `delete` append; nothing is merged or dropped;
 /// - `replace` first queues tombstones, then `Replaced` for every listed object, in list order:
 ///   a tombstone for each key queued but not listed whose newest queued delta is not already a
@@ -31,6 +30,14 @@ use crate::delta::{Delta, DeltaType};
 /// [`pop_batch`](crate::Queue::pop_batch) pops from the front up to `max` deltas and stops
 /// before the first delta whose key is already in the batch (so a batch never holds two
 /// deltas of one key) and at the end of the initial population.
+///
+/// **Atomic relists** ([`QueueOptions::atomic_relist`], which the informer turns on): the
+/// deltas one `replace` queued (its tombstones and its `Replaced` objects, whose keys are
+/// distinct) come out as one batch of their own, however many they are and whatever `max`
+/// says, so the informer applies and publishes a relist at once: no reader sees a store that
+/// is half old list, half new. client-go's informers get the same atomicity since 1.36 by
+/// queueing a relist as one `ReplacedAll` delta (`AtomicEvents`); here the relist keeps one
+/// delta per object, so handlers and metrics see each object as before.
 #[doc(alias = "RealFIFO")]
 pub struct RealFifo<T> {
     core: Core<T, RealLogic<T>>,
@@ -61,7 +68,8 @@ impl<T: Send + Sync + 'static> RealFifo<T> {
         known: Arc<dyn KnownObjects<T>>,
         options: QueueOptions<T>,
     ) -> Self {
-        RealFifo { core: Core::new(RealLogic::default(), access, known, options) }
+        let logic = RealLogic { atomic: options.atomic_relist, ..RealLogic::default() };
+        RealFifo { core: Core::new(logic, access, known, options) }
     }
 
     /// A queue whose consumer knows nothing (see [`NoKnownObjects`]).
@@ -88,11 +96,15 @@ delegate_queue!(RealFifo);
 
 pub(crate) struct RealLogic<T> {
     items: VecDeque<(u64, Delta<T>)>,
+    /// Whether relists pop whole ([`QueueOptions::atomic_relist`]).
+    atomic: bool,
+    /// With `atomic`: the id ranges (first, last) of the relists still queued, oldest first.
+    relists: VecDeque<(u64, u64)>,
 }
 
 impl<T> Default for RealLogic<T> {
     fn default() -> Self {
-        RealLogic { items: VecDeque::new() }
+        RealLogic { items: VecDeque::new(), atomic: false, relists: VecDeque::new() }
     }
 }
 
@@ -153,11 +165,15 @@ impl<T: Send + Sync + 'static> Logic<T> for RealLogic<T> {
         });
         drop(newest);
         drop(listed);
+        let first = *next_id + 1;
         for (key, obj) in tombstones {
             self.push(next_id, tombstone(key, obj, now));
         }
         for (key, obj) in objs {
             self.push(next_id, Delta::new(DeltaType::Replaced, key, obj, now));
+        }
+        if self.atomic && *next_id >= first {
+            self.relists.push_back((first, *next_id));
         }
         self.items.len()
     }
@@ -178,9 +194,37 @@ impl<T: Send + Sync + 'static> Logic<T> for RealLogic<T> {
 
     fn pop(&mut self, max: usize, entry_limit: usize) -> (Vec<Delta<T>>, usize) {
         let mut out: Vec<Delta<T>> = Vec::new();
+        if let (Some(&(first, last)), Some((front, _))) = (self.relists.front(), self.items.front())
+            && *front == first
+        {
+            // A relist pops whole, as its own batch. Its keys are distinct unless the list
+            // itself repeated a key (no API server does): then it splits before the repeat, and
+            // the rest pops whole next time.
+            let mut keys: HashSet<Arc<str>> = HashSet::new();
+            while let Some((id, delta)) = self.items.front() {
+                if *id > last {
+                    break;
+                }
+                if !keys.insert(delta.key.clone()) {
+                    let rest = *id;
+                    self.relists[0].0 = rest;
+                    let n = out.len();
+                    return (out, n);
+                }
+                let (_, delta) = self.items.pop_front().expect("front exists");
+                out.push(delta);
+            }
+            self.relists.pop_front();
+            let n = out.len();
+            return (out, n);
+        }
+        let next_relist = self.relists.front().map_or(u64::MAX, |&(first, _)| first);
         let mut keys: HashSet<Arc<str>> = HashSet::new();
-        while let Some((_, delta)) = self.items.front() {
+        while let Some((id, delta)) = self.items.front() {
             if out.len() >= max || (entry_limit > 0 && out.len() >= entry_limit) {
+                break;
+            }
+            if *id == next_relist {
                 break;
             }
             if !keys.insert(delta.key.clone()) {
