@@ -22,6 +22,7 @@ use std::{
 };
 
 use prometheus_client::registry::Registry;
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use snapinformer_core::workqueue::{
     Error, ExponentialBackoff, FakeClock, MaxOf, RateLimiter, TokenBucket, WorkQueue,
     WorkQueueConfig, WorkQueueStats, default_controller_rate_limiter, register_metrics,
@@ -645,14 +646,6 @@ fn the_default_controller_rate_limiter_is_5ms_to_1000s_and_10_qps_burst_100() {
 
 // ---------------------------------------------------------------- concurrency
 
-/// Tiny deterministic generator for the stress test.
-fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 #[test]
 fn many_producers_and_workers_never_process_one_item_concurrently_and_miss_no_add() {
     const KEYS: usize = 40;
@@ -689,17 +682,17 @@ fn many_producers_and_workers_never_process_one_item_concurrently_and_miss_no_ad
             .map(|w| {
                 let sh = sh.clone();
                 thread::spawn(move || {
-                    let mut rng = 0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1);
+                    let mut rng = StdRng::seed_from_u64(0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1));
                     while let Some(k) = sh.q.get() {
                         if sh.in_flight[k].swap(true, Ordering::SeqCst) {
                             sh.overlaps.fetch_add(1, Ordering::SeqCst);
                         }
                         sh.seen[k].fetch_max(sh.added[k].load(Ordering::SeqCst), Ordering::SeqCst);
-                        if xorshift(&mut rng).is_multiple_of(4) {
+                        if rng.random_ratio(1, 4) {
                             thread::yield_now();
                         }
                         // Some reconciles fail and are retried a few times with backoff.
-                        if xorshift(&mut rng).is_multiple_of(8) && sh.q.num_requeues(&k) < 3 {
+                        if rng.random_ratio(1, 8) && sh.q.num_requeues(&k) < 3 {
                             sh.q.add_rate_limited(k);
                         } else {
                             sh.q.forget(&k);
@@ -715,12 +708,12 @@ fn many_producers_and_workers_never_process_one_item_concurrently_and_miss_no_ad
             .map(|p| {
                 let sh = sh.clone();
                 thread::spawn(move || {
-                    let mut rng = 0xD1B5_4A32_D192_ED03 ^ (p as u64 + 1);
+                    let mut rng = StdRng::seed_from_u64(0xD1B5_4A32_D192_ED03 ^ (p as u64 + 1));
                     for i in 0..ADDS {
-                        let k = (xorshift(&mut rng) % KEYS as u64) as usize;
+                        let k = rng.random_range(0..KEYS);
                         sh.added[k].fetch_add(1, Ordering::SeqCst);
                         if i.is_multiple_of(10) {
-                            sh.q.add_after(k, Duration::from_micros(xorshift(&mut rng) % 500));
+                            sh.q.add_after(k, Duration::from_micros(rng.random_range(0..500)));
                         } else {
                             sh.q.add(k);
                         }
