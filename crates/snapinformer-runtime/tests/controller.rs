@@ -319,6 +319,17 @@ struct Expecting {
     reconciles: AtomicUsize,
 }
 
+impl Expecting {
+    fn new() -> Arc<Self> {
+        Arc::new(Expecting {
+            cluster: MemoryCluster::new(Arc::new(Mutex::new(0))),
+            pods: LaggingCache::new("pods"),
+            blocked: AtomicUsize::new(0),
+            reconciles: AtomicUsize::new(0),
+        })
+    }
+}
+
 async fn create_if_missing(ctx: Context<StatefulSet>, d: Arc<Expecting>) -> Result<Action, Error> {
     d.reconciles.fetch_add(1, Ordering::SeqCst);
     if !ctx.expectations_satisfied() {
@@ -335,12 +346,7 @@ async fn create_if_missing(ctx: Context<StatefulSet>, d: Arc<Expecting>) -> Resu
 
 #[tokio::test(start_paused = true)]
 async fn expectations_block_re_creation_until_the_create_is_observed() {
-    let d = Arc::new(Expecting {
-        cluster: MemoryCluster::new(Arc::new(Mutex::new(0))),
-        pods: LaggingCache::new("pods"),
-        blocked: AtomicUsize::new(0),
-        reconciles: AtomicUsize::new(0),
-    });
+    let d = Expecting::new();
     // Read-your-writes off: expectations alone must prevent the duplicate.
     let controller = Controller::<StatefulSet>::new("sts")
         .owns_cache::<Pod>(d.pods.clone())
@@ -374,12 +380,7 @@ async fn expectations_block_re_creation_until_the_create_is_observed() {
 
 #[tokio::test(start_paused = true)]
 async fn unobserved_expectations_expire_after_their_timeout() {
-    let d = Arc::new(Expecting {
-        cluster: MemoryCluster::new(Arc::new(Mutex::new(0))),
-        pods: LaggingCache::new("pods"),
-        blocked: AtomicUsize::new(0),
-        reconciles: AtomicUsize::new(0),
-    });
+    let d = Expecting::new();
     let controller =
         Controller::<StatefulSet>::new("sts").owns_cache::<Pod>(d.pods.clone()).config(
             Config::default()
