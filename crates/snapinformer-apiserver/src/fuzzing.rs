@@ -23,7 +23,9 @@ use axum::{
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::{api::AppState, faults::Faults, resource::ResourceKind, server::router, store::Store};
+use crate::{
+    app_state::AppState, faults::Faults, resource::ResourceKind, server::router, store::Store,
+};
 
 /// A string drawn mostly from a small space (so requests meet the same objects), or arbitrary.
 #[derive(Debug, Clone, Arbitrary)]

@@ -92,6 +92,15 @@
 //! (and keeps a few such snapshots for the next pages). Each watch is a task that copies batches
 //! of events out of the ring and streams them through a small bounded channel.
 //!
+//! ## Where things are
+//!
+//! A request enters `router` (logging, discovery and admin paths, fault injection, dispatch),
+//! whose parameters `request` parses (path, query, accepted representation, body checks); whole
+//! objects are read and written by `handlers` (generic over `resource::ResourceKind`), the
+//! `scale` and `binding` subresources by `subresources`, watches by `watch`; `render` turns
+//! objects, lists and errors into answers; `store` holds the objects and the event history.
+//! Serving another kind means adding it to `resource` (and to `discovery` and `table`).
+//!
 //! ## How to use it
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -110,7 +119,7 @@
 //! The binary does the same from a shell:
 //! `snapinformer-apiserver --listen 127.0.0.1:0 --kubeconfig ./kubeconfig`.
 
-mod api;
+mod app_state;
 pub mod discovery;
 mod error;
 pub mod faults;
@@ -118,14 +127,19 @@ pub mod faults;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generate;
+mod handlers;
 mod kubelet;
 mod objects;
 pub mod patch;
 mod protobuf;
+mod render;
+mod request;
 mod resource;
+mod router;
 pub mod selector;
 mod server;
 mod store;
+mod subresources;
 mod table;
 mod watch;
 

@@ -12,13 +12,14 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::api::{self, AppState};
+use crate::app_state::AppState;
 use crate::error::ServerError;
 use crate::faults::{FaultConfig, Faults};
 use crate::kubelet::{self, KubeletConfig};
 use crate::objects::prepare_create;
 use crate::resource::{FieldValidation, ResourceKind};
 use crate::store::{ObjKey, Store};
+use crate::{handlers, router};
 
 /// How to start the server.
 #[derive(Debug, Clone)]
@@ -121,7 +122,7 @@ impl TestApiServer {
             request_log: config.record_requests.then(|| Mutex::new(Vec::new())),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
-        // A body over the limit is refused by the extractor; `api::handle` answers 413.
+        // A body over the limit is refused by the extractor; `router::handle` answers 413.
         let app = router(state.clone(), config.max_request_body_bytes);
         let mut serve_stop = stop_rx.clone();
         let server = tokio::spawn(async move {
@@ -170,12 +171,12 @@ impl TestApiServer {
     }
 }
 
-/// The server's router: every request goes to `api::handle`; a body over `max_body` bytes is
+/// The server's router: every request goes to `router::handle`; a body over `max_body` bytes is
 /// refused by the extractor and answered 413. Shared by [`TestApiServer::start`] and the
 /// in-process fuzzer (`crate::fuzzing`).
 pub(crate) fn router(state: Arc<AppState>, max_body: usize) -> axum::Router {
     axum::Router::new()
-        .fallback(api::handle)
+        .fallback(router::handle)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
@@ -274,7 +275,7 @@ impl ServerHandle {
     /// Creates one object in process, with the same validation and defaults as a POST.
     pub fn create<T: ServedResource>(&self, object: &T) -> Result<T, ServerError> {
         let value = serde_json::to_value(object)?;
-        let created = api::create_value(
+        let created = handlers::create_value(
             &self.state.store,
             T::RESOURCE_KIND,
             None,

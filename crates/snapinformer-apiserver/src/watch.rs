@@ -18,9 +18,11 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::{AppState, Query, Repr, Target, filter_of, metadata_only, parse_int64, parse_rv};
+use crate::app_state::AppState;
 use crate::error::ApiError;
 use crate::faults::Faults;
+use crate::render::metadata_only;
+use crate::request::{Query, Repr, Target, filter_of, parse_int64, parse_rv};
 use crate::resource::ResourceKind;
 use crate::store::{Event, EventType, Filter, ObjKey, StoredObject};
 use crate::table;

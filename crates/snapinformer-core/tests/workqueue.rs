@@ -1,25 +1,31 @@
 //! The work queue's rules as behaviour tests: deduplication, requeue after `done`, delays,
 //! shutdown, rate limiters, concurrency and metrics.
 //!
-//! Anything that could deadlock runs on a thread joined with a bound ([`within`]). Rate limiters
-//! are tested as pure functions of explicit `Instant`s; real sleeps are a few milliseconds and
-//! only lower bounds on timing are asserted.
+//! Anything that could deadlock runs on a thread joined with a bound ([`within`]). Time is a
+//! [`FakeClock`] the test steps: "not yet" is asserted before a step, "now" after it, and a
+//! getter that must block is seen blocking (the queue counts its waiting getters) or is an
+//! async getter polled once and found pending. Rate limiters are tested as pure functions of
+//! explicit `Instant`s. No test sleeps to let something happen.
 
 use std::{
     collections::HashSet,
+    future::Future,
+    pin::pin,
     sync::{
         Arc, Barrier,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         mpsc,
     },
+    task::Poll,
     thread,
     time::{Duration, Instant},
 };
 
 use prometheus_client::registry::Registry;
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use snapinformer_core::workqueue::{
-    Error, ExponentialBackoff, MaxOf, RateLimiter, TokenBucket, WorkQueue, WorkQueueConfig,
-    default_controller_rate_limiter, register_metrics,
+    Error, ExponentialBackoff, FakeClock, MaxOf, RateLimiter, TokenBucket, WorkQueue,
+    WorkQueueConfig, WorkQueueStats, default_controller_rate_limiter, register_metrics,
 };
 
 /// Runs `f` on its own thread and returns its result, failing the test if it takes longer than
@@ -38,6 +44,31 @@ fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static)
 
 fn queue(name: &str) -> WorkQueue<String> {
     WorkQueue::new(WorkQueueConfig::new(name))
+}
+
+/// A queue on a fake clock, and the clock.
+fn fake_queue(name: &str) -> (WorkQueue<String>, FakeClock) {
+    let clock = FakeClock::new();
+    (WorkQueue::new(WorkQueueConfig::new(name).clock(clock.clone())), clock)
+}
+
+/// Waits (bounded, 20 s) until the queue's stats satisfy `cond`: for a thread to be seen
+/// blocking in the queue, not as a "not yet" assertion.
+fn wait_until_stats<K>(q: &WorkQueue<K>, what: &str, cond: impl Fn(&WorkQueueStats) -> bool)
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + std::fmt::Debug + 'static,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond(&q.stats()) {
+        assert!(Instant::now() < deadline, "{what}: not within 20 s");
+        thread::yield_now();
+    }
+}
+
+/// Polls `fut` once.
+async fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    let mut fut = fut;
+    std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
 }
 
 fn s(v: &str) -> String {
@@ -125,31 +156,60 @@ fn get_blocks_until_an_item_is_added() {
     let q = queue("block-add");
     let q2 = q.clone();
     let getter = thread::spawn(move || q2.get());
-    thread::sleep(ms(20));
+    // Fails (times out) if `get` returned instead of blocking.
+    wait_until_stats(&q, "getter blocked", |st| st.waiting_getters == 1);
+    assert!(!getter.is_finished(), "get returned with an empty queue");
     q.add(s("x"));
     let got = within("blocked get", move || getter.join().unwrap());
     assert_eq!(got.as_deref(), Some("x"));
+    assert_eq!(q.stats().waiting_getters, 0);
+}
+
+#[tokio::test]
+async fn get_async_is_pending_until_an_item_is_added() {
+    let q = queue("block-add-async");
+    let mut get = pin!(q.get_async());
+    assert!(poll_once(get.as_mut()).await.is_pending(), "no item yet");
+    assert_eq!(q.stats().waiting_getters, 1);
+    q.add(s("x"));
+    let got = tokio::time::timeout(Duration::from_secs(20), get).await.expect("woken by add");
+    assert_eq!(got.as_deref(), Some("x"));
+    assert_eq!(q.stats().waiting_getters, 0);
+}
+
+#[tokio::test]
+async fn a_dropped_get_async_takes_nothing_from_the_queue() {
+    let q = queue("cancel-async");
+    {
+        let mut get = pin!(q.get_async());
+        assert!(poll_once(get.as_mut()).await.is_pending());
+    }
+    assert_eq!(q.stats().waiting_getters, 0, "the dropped getter no longer counts");
+    q.add(s("x"));
+    assert_eq!(take(&q), "x");
 }
 
 #[test]
 fn stats_report_items_being_processed_and_their_durations() {
-    let q = queue("stats");
+    let (q, clock) = fake_queue("stats");
     q.add(s("a"));
     q.add(s("b"));
+    clock.step(ms(2));
     let a = take(&q);
-    thread::sleep(ms(5));
+    clock.step(ms(5));
     let st = q.stats();
     assert_eq!((st.depth, st.processing), (1, 1));
-    assert!(st.longest_running >= ms(5));
-    assert!(st.unfinished_work >= st.longest_running);
+    assert_eq!(st.longest_running, ms(5));
+    assert_eq!(st.unfinished_work, ms(5));
     assert_eq!(st.queue_latency.count, 1);
+    assert_eq!(st.queue_latency.max, ms(2));
     q.done(&a);
     let st = q.stats();
     assert_eq!(st.processing, 0);
     assert_eq!(st.longest_running, Duration::ZERO);
     assert_eq!(st.work_duration.count, 1);
-    assert!(st.work_duration.max >= ms(5));
-    assert!(st.work_duration.mean() >= ms(5));
+    assert_eq!(st.work_duration.max, ms(5));
+    assert_eq!(st.work_duration.mean(), ms(5));
 }
 
 // ---------------------------------------------------------------- delays
@@ -163,20 +223,21 @@ fn add_after_with_zero_delay_adds_at_once() {
 
 #[test]
 fn delayed_items_come_out_in_ready_time_order() {
-    let q = queue("delay-order");
+    let (q, clock) = fake_queue("delay-order");
     q.add_after(s("late"), ms(30));
     q.add_after(s("early"), ms(10));
     q.add_after(s("middle"), ms(20));
     assert_eq!(q.stats().waiting, 3);
-    let got = within("three delayed gets", move || {
-        (0..3).map(|_| q.get().expect("item")).collect::<Vec<_>>()
-    });
+    clock.step(ms(9));
+    assert_eq!(q.len(), 0, "none due yet");
+    clock.step(ms(21));
+    let got: Vec<String> = (0..3).map(|_| take(&q)).collect();
     assert_eq!(got, ["early", "middle", "late"]);
 }
 
 #[test]
 fn adding_a_parked_item_again_keeps_the_earlier_time() {
-    let q = queue("earlier-wins");
+    let (q, clock) = fake_queue("earlier-wins");
     // Later time second: the earlier one stays.
     q.add_after(s("a"), ms(5));
     q.add_after(s("a"), Duration::from_secs(3600));
@@ -184,72 +245,124 @@ fn adding_a_parked_item_again_keeps_the_earlier_time() {
     q.add_after(s("b"), Duration::from_secs(3600));
     q.add_after(s("b"), ms(5));
     assert_eq!(q.stats().waiting, 2, "one parked entry per item");
-    let q2 = q.clone();
-    let mut got = within("gets of parked items", move || vec![q2.get(), q2.get()]);
+    clock.step(ms(4));
+    assert_eq!(q.len(), 0);
+    clock.step(ms(1));
+    let mut got = vec![take(&q), take(&q)];
     got.sort();
-    assert_eq!(got, [Some(s("a")), Some(s("b"))]);
+    assert_eq!(got, [s("a"), s("b")]);
+    clock.step(Duration::from_secs(3600));
     let st = q.stats();
     assert_eq!((st.waiting, st.depth), (0, 0), "no stale copy is left behind");
 }
 
 #[test]
 fn get_blocks_until_a_delayed_item_is_due() {
-    let q = queue("delay-block");
-    let start = Instant::now();
+    let (q, clock) = fake_queue("delay-block");
     q.add_after(s("a"), ms(50));
     assert_eq!(q.get_timeout(Duration::ZERO), Ok(None), "not ready yet");
-    assert_eq!(q.len(), 0);
-    let got = within("blocked get", move || q.get());
+    let q2 = q.clone();
+    let getter = thread::spawn(move || q2.get());
+    wait_until_stats(&q, "getter blocked", |st| st.waiting_getters == 1);
+    clock.step(ms(49));
+    assert_eq!(q.len(), 0, "not due after 49 ms");
+    assert!(!getter.is_finished());
+    clock.step(ms(1));
+    let got = within("blocked get", move || getter.join().unwrap());
     assert_eq!(got.as_deref(), Some("a"));
-    assert!(start.elapsed() >= ms(50), "handed out no earlier than its time");
+}
+
+#[tokio::test]
+async fn get_async_is_pending_until_a_delayed_item_is_due() {
+    let (q, clock) = fake_queue("delay-block-async");
+    q.add_after(s("a"), ms(50));
+    let mut get = pin!(q.get_async());
+    assert!(poll_once(get.as_mut()).await.is_pending());
+    clock.step(ms(49));
+    assert!(poll_once(get.as_mut()).await.is_pending(), "not due after 49 ms");
+    clock.step(ms(1));
+    assert_eq!(poll_once(get.as_mut()).await, Poll::Ready(Some(s("a"))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_async_on_a_paused_tokio_clock_jumps_to_the_delayed_item() {
+    let q = WorkQueue::new(
+        WorkQueueConfig::new("tokio-clock").clock(snapinformer_core::workqueue::TokioClock),
+    );
+    let start = tokio::time::Instant::now();
+    q.add_after(s("a"), Duration::from_secs(3600));
+    assert_eq!(q.get_async().await.as_deref(), Some("a"));
+    assert_eq!(start.elapsed(), Duration::from_secs(3600), "due exactly at its time");
+}
+
+#[tokio::test]
+async fn a_getter_already_waiting_picks_up_a_delayed_item_added_later() {
+    let (q, clock) = fake_queue("delay-rewake");
+    let mut get = pin!(q.get_async());
+    assert!(poll_once(get.as_mut()).await.is_pending());
+    q.add_after(s("a"), Duration::from_secs(3600));
+    q.add_after(s("b"), ms(10));
+    assert!(poll_once(get.as_mut()).await.is_pending());
+    clock.step(ms(10));
+    assert_eq!(poll_once(get.as_mut()).await, Poll::Ready(Some(s("b"))));
 }
 
 #[test]
-fn a_getter_already_waiting_picks_up_a_delayed_item_added_later() {
-    let q = queue("delay-rewake");
+fn a_blocked_getter_picks_up_a_delayed_item_added_later() {
+    let (q, clock) = fake_queue("delay-rewake-blocking");
     let q2 = q.clone();
     let getter = thread::spawn(move || q2.get());
-    thread::sleep(ms(10));
+    wait_until_stats(&q, "getter blocked", |st| st.waiting_getters == 1);
     q.add_after(s("a"), Duration::from_secs(3600));
     q.add_after(s("b"), ms(10));
+    clock.step(ms(10));
     let got = within("waiting getter", move || getter.join().unwrap());
     assert_eq!(got.as_deref(), Some("b"));
 }
 
 #[test]
 fn get_timeout_returns_none_when_nothing_becomes_ready_in_time() {
-    let q = queue("poll");
-    let start = Instant::now();
-    assert_eq!(q.get_timeout(ms(20)), Ok(None));
-    assert!(start.elapsed() >= ms(20));
+    let (q, clock) = fake_queue("poll");
+    let q2 = q.clone();
+    let poller = thread::spawn(move || q2.get_timeout(ms(20)));
+    wait_until_stats(&q, "poller blocked", |st| st.waiting_getters == 1);
+    clock.step(ms(19));
+    assert!(!poller.is_finished(), "timed out before its 20 ms");
+    clock.step(ms(1));
+    assert_eq!(within("poll times out", move || poller.join().unwrap()), Ok(None));
     q.add_after(s("a"), ms(5));
-    let got = within("poll for a delayed item", move || q.get_timeout(Duration::from_secs(10)));
-    assert_eq!(got, Ok(Some(s("a"))));
+    let q2 = q.clone();
+    let poller = thread::spawn(move || q2.get_timeout(Duration::from_secs(10)));
+    wait_until_stats(&q, "poller blocked", |st| st.waiting_getters == 1);
+    clock.step(ms(5));
+    assert_eq!(within("poll for a delayed item", move || poller.join().unwrap()), Ok(Some(s("a"))));
 }
 
 #[test]
 fn a_parked_item_due_while_the_same_item_is_queued_is_deduplicated() {
-    let q = queue("parked-and-queued");
+    let (q, clock) = fake_queue("parked-and-queued");
     q.add_after(s("a"), ms(5));
     q.add(s("a"));
-    thread::sleep(ms(10));
+    clock.step(ms(5));
     assert_eq!(q.len(), 1);
     assert_eq!(q.stats().deduplicated, 1);
 }
 
 #[test]
 fn add_rate_limited_delays_by_the_limiter_and_forget_resets_requeues() {
+    let clock = FakeClock::new();
     let q = WorkQueue::new(
         WorkQueueConfig::new("rate-limited")
+            .clock(clock.clone())
             .rate_limiter(ExponentialBackoff::new(ms(10), Duration::from_secs(1))),
     );
-    let start = Instant::now();
     q.add_rate_limited(s("a"));
     assert_eq!(q.num_requeues(&s("a")), 1);
     assert_eq!(q.stats().retries, 1);
-    let q2 = q.clone();
-    assert_eq!(within("rate-limited get", move || q2.get()), Some(s("a")));
-    assert!(start.elapsed() >= ms(10));
+    clock.step(ms(9));
+    assert_eq!(q.len(), 0, "not before the limiter's delay");
+    clock.step(ms(1));
+    assert_eq!(take(&q), "a");
     q.add_rate_limited(s("a"));
     assert_eq!(q.num_requeues(&s("a")), 2);
     q.forget(&s("a"));
@@ -267,7 +380,7 @@ fn shut_down_wakes_every_blocked_getter() {
             thread::spawn(move || q.get())
         })
         .collect();
-    thread::sleep(ms(20));
+    wait_until_stats(&q, "three getters blocked", |st| st.waiting_getters == 3);
     q.shut_down();
     let got = within("getters after shutdown", move || {
         getters.into_iter().map(|g| g.join().unwrap()).collect::<Vec<_>>()
@@ -276,13 +389,22 @@ fn shut_down_wakes_every_blocked_getter() {
     assert!(q.is_shutting_down());
 }
 
+#[tokio::test]
+async fn shut_down_ends_a_pending_get_async() {
+    let q = queue("shutdown-wakes-async");
+    let mut get = pin!(q.get_async());
+    assert!(poll_once(get.as_mut()).await.is_pending());
+    q.shut_down();
+    assert_eq!(poll_once(get.as_mut()).await, Poll::Ready(None));
+}
+
 #[test]
 fn shut_down_wakes_a_getter_waiting_for_a_parked_item() {
     let q = queue("shutdown-parked");
     q.add_after(s("a"), Duration::from_secs(3600));
     let q2 = q.clone();
     let getter = thread::spawn(move || q2.get());
-    thread::sleep(ms(10));
+    wait_until_stats(&q, "getter blocked", |st| st.waiting_getters == 1);
     q.shut_down();
     assert_eq!(within("getter", move || getter.join().unwrap()), None);
     assert_eq!(q.stats().discarded_delayed, 1, "parked items are discarded");
@@ -328,16 +450,17 @@ fn shut_down_with_drain_waits_for_items_being_processed() {
             drained.store(true, Ordering::SeqCst);
         })
     };
-    thread::sleep(ms(30));
-    assert!(!drained.load(Ordering::SeqCst), "returned while `a` was still processing");
+    // Fails (times out) if the drain returned while `a` was processing.
+    wait_until_stats(&q, "drain blocked", |st| st.waiting_drains == 1);
+    assert!(!drained.load(Ordering::SeqCst));
     assert!(q.is_shutting_down());
     q.add(s("c"));
     assert_eq!(q.stats().ignored_after_shutdown, 1);
     // A queued item is still handed out during the drain, and waited for too.
     let b = take(&q);
     q.done(&a);
-    thread::sleep(ms(10));
-    assert!(!drained.load(Ordering::SeqCst), "returned while `b` was still processing");
+    assert_eq!(q.stats().waiting_drains, 1, "still waiting for `b`");
+    assert!(!drained.load(Ordering::SeqCst));
     q.done(&b);
     within("drain", move || drainer.join().unwrap());
     assert!(drained.load(Ordering::SeqCst));
@@ -355,10 +478,15 @@ fn shut_down_with_drain_returns_at_once_when_nothing_is_processing() {
 
 #[test]
 fn shut_down_with_drain_timeout_reports_items_still_processing() {
-    let q = queue("drain-timeout");
+    let (q, clock) = fake_queue("drain-timeout");
     q.add(s("a"));
     let a = take(&q);
-    assert!(!q.shut_down_with_drain_timeout(ms(10)));
+    assert!(!q.shut_down_with_drain_timeout(Duration::ZERO));
+    let q2 = q.clone();
+    let drainer = thread::spawn(move || q2.shut_down_with_drain_timeout(ms(10)));
+    wait_until_stats(&q, "drain blocked", |st| st.waiting_drains == 1);
+    clock.step(ms(10));
+    assert!(!within("drain times out", move || drainer.join().unwrap()));
     q.done(&a);
     assert!(q.shut_down_with_drain_timeout(ms(10)));
 }
@@ -370,9 +498,10 @@ fn shut_down_ends_a_drain_waiting_in_another_thread() {
     let _a = take(&q);
     let q2 = q.clone();
     let drainer = thread::spawn(move || q2.shut_down_with_drain());
-    thread::sleep(ms(10));
+    wait_until_stats(&q, "drain blocked", |st| st.waiting_drains == 1);
     q.shut_down();
     within("drain", move || drainer.join().unwrap());
+    assert_eq!(q.stats().waiting_drains, 0);
 }
 
 // ---------------------------------------------------------------- rate limiters (pure)
@@ -517,14 +646,6 @@ fn the_default_controller_rate_limiter_is_5ms_to_1000s_and_10_qps_burst_100() {
 
 // ---------------------------------------------------------------- concurrency
 
-/// Tiny deterministic generator for the stress test.
-fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 #[test]
 fn many_producers_and_workers_never_process_one_item_concurrently_and_miss_no_add() {
     const KEYS: usize = 40;
@@ -561,17 +682,17 @@ fn many_producers_and_workers_never_process_one_item_concurrently_and_miss_no_ad
             .map(|w| {
                 let sh = sh.clone();
                 thread::spawn(move || {
-                    let mut rng = 0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1);
+                    let mut rng = StdRng::seed_from_u64(0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1));
                     while let Some(k) = sh.q.get() {
                         if sh.in_flight[k].swap(true, Ordering::SeqCst) {
                             sh.overlaps.fetch_add(1, Ordering::SeqCst);
                         }
                         sh.seen[k].fetch_max(sh.added[k].load(Ordering::SeqCst), Ordering::SeqCst);
-                        if xorshift(&mut rng).is_multiple_of(4) {
+                        if rng.random_ratio(1, 4) {
                             thread::yield_now();
                         }
                         // Some reconciles fail and are retried a few times with backoff.
-                        if xorshift(&mut rng).is_multiple_of(8) && sh.q.num_requeues(&k) < 3 {
+                        if rng.random_ratio(1, 8) && sh.q.num_requeues(&k) < 3 {
                             sh.q.add_rate_limited(k);
                         } else {
                             sh.q.forget(&k);
@@ -587,12 +708,12 @@ fn many_producers_and_workers_never_process_one_item_concurrently_and_miss_no_ad
             .map(|p| {
                 let sh = sh.clone();
                 thread::spawn(move || {
-                    let mut rng = 0xD1B5_4A32_D192_ED03 ^ (p as u64 + 1);
+                    let mut rng = StdRng::seed_from_u64(0xD1B5_4A32_D192_ED03 ^ (p as u64 + 1));
                     for i in 0..ADDS {
-                        let k = (xorshift(&mut rng) % KEYS as u64) as usize;
+                        let k = rng.random_range(0..KEYS);
                         sh.added[k].fetch_add(1, Ordering::SeqCst);
                         if i.is_multiple_of(10) {
-                            sh.q.add_after(k, Duration::from_micros(xorshift(&mut rng) % 500));
+                            sh.q.add_after(k, Duration::from_micros(rng.random_range(0..500)));
                         } else {
                             sh.q.add(k);
                         }

@@ -2,37 +2,29 @@
 //! the repository root): pseudo-random inputs from a fixed seed, mutations of valid bodies,
 //! hand-made inputs and the inputs of past fuzzer findings.
 
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use snapinformer_kube::fuzzing::{decode_list, decode_watch_event};
 
-/// xorshift64*: a fixed-seed byte source, so every run checks the same inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// `seed` with a few random byte changes, insertions and deletions.
-    fn mutate(&mut self, seed: &[u8]) -> Vec<u8> {
-        let mut out = seed.to_vec();
-        for _ in 0..1 + self.below(4) {
-            let at = self.below(out.len() + 1);
-            match self.below(4) {
-                0 if at < out.len() => out[at] = self.next() as u8,
-                1 => out.insert(at, *b"{}[]\":,\n0aZ".get(self.below(11)).unwrap_or(&b' ')),
-                2 if at < out.len() => drop(out.remove(at)),
-                _ => out.truncate(at),
-            }
+/// `seed` with a few random byte changes, insertions and deletions.
+fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
+    let mut out = seed.to_vec();
+    for _ in 0..rng.random_range(1..5) {
+        let at = rng.random_range(0..=out.len());
+        match rng.random_range(0..4) {
+            0 if at < out.len() => out[at] = rng.random(),
+            1 => out.insert(at, b"{}[]\":,\n0aZ"[rng.random_range(0..11)]),
+            2 if at < out.len() => drop(out.remove(at)),
+            _ => out.truncate(at),
         }
-        out
     }
+    out
+}
+
+/// `max_len` random bytes at most.
+fn random_bytes(rng: &mut StdRng, max_len: usize) -> Vec<u8> {
+    let mut bytes = vec![0; rng.random_range(0..max_len)];
+    rng.fill(&mut bytes[..]);
+    bytes
 }
 
 const EVENTS: &[&str] = &[
@@ -49,26 +41,26 @@ const EVENTS: &[&str] = &[
     r#"{"type":"ADDED","object":{"metadata":{"name":"e","namespace":"default"}"#,
 ];
 
-fn watch_body(rng: &mut Rng) -> Vec<u8> {
-    let mut body = vec![rng.next() as u8, rng.next() as u8];
-    for _ in 0..rng.below(6) {
-        body.extend_from_slice(EVENTS[rng.below(EVENTS.len())].as_bytes());
-        body.extend_from_slice(if rng.below(5) == 0 { b"\r\n\n" } else { b"\n" });
+fn watch_body(rng: &mut StdRng) -> Vec<u8> {
+    let mut body = vec![rng.random(), rng.random()];
+    for _ in 0..rng.random_range(0..6) {
+        body.extend_from_slice(EVENTS[rng.random_range(0..EVENTS.len())].as_bytes());
+        body.extend_from_slice(if rng.random_ratio(1, 5) { b"\r\n\n" } else { b"\n" });
     }
     body
 }
 
 #[test]
 fn decode_watch_event_on_pseudo_random_inputs() {
-    let mut rng = Rng(0x5eed_0002_3a7c_0001);
+    // A fixed seed: every run checks the same inputs.
+    let mut rng = StdRng::seed_from_u64(0x5eed_0002_3a7c_0001);
     for i in 0..2000 {
         let body = watch_body(&mut rng);
-        let input = if i % 2 == 0 { rng.mutate(&body) } else { body };
+        let input = if i % 2 == 0 { mutate(&mut rng, &body) } else { body };
         decode_watch_event(&input);
     }
     for _ in 0..500 {
-        let len = rng.below(300);
-        decode_watch_event(&(0..len).map(|_| rng.next() as u8).collect::<Vec<u8>>());
+        decode_watch_event(&random_bytes(&mut rng, 300));
     }
 }
 
@@ -81,14 +73,13 @@ const LISTS: &[&str] = &[
 
 #[test]
 fn decode_list_on_pseudo_random_inputs() {
-    let mut rng = Rng(0x5eed_0003_1157_0001);
+    let mut rng = StdRng::seed_from_u64(0x5eed_0003_1157_0001);
     for _ in 0..2500 {
-        let seed = LISTS[rng.below(LISTS.len())].as_bytes();
-        decode_list(&rng.mutate(seed));
+        let seed = LISTS[rng.random_range(0..LISTS.len())].as_bytes();
+        decode_list(&mutate(&mut rng, seed));
     }
     for _ in 0..500 {
-        let len = rng.below(200);
-        decode_list(&(0..len).map(|_| rng.next() as u8).collect::<Vec<u8>>());
+        decode_list(&random_bytes(&mut rng, 200));
     }
 }
 

@@ -208,7 +208,8 @@ enum Op {
     Delete(ObjSpec),
     DeleteKey(KeySpec),
     Replace(Vec<ObjSpec>, Text),
-    Batch(Vec<BatchOp>),
+    /// A batch, committed if the flag is set, dropped (discarded) otherwise.
+    Batch(Vec<BatchOp>, bool),
     Apply(Vec<ChangeSpec>),
     AddIndexers(Vec<IndexSpec>),
     Resync,
@@ -423,8 +424,9 @@ fn run<B: Backend>(setup: &Setup, ops: Vec<Op>) {
                     }
                 }
             }
-            Op::Batch(batch_ops) => {
+            Op::Batch(batch_ops, commit) => {
                 let before = reader.snapshot();
+                let saved = model.clone();
                 let mut pending = 0;
                 let mut rv = None;
                 let mut batch = writer.batch();
@@ -482,8 +484,20 @@ fn run<B: Backend>(setup: &Setup, ops: Vec<Op>) {
                 // Nothing is visible before the batch ends.
                 let during = reader.snapshot();
                 assert_eq!(during.publication(), before.publication(), "batch published early");
-                batch.commit();
-                publish(&mut model, pending, rv);
+                if commit {
+                    batch.commit();
+                    publish(&mut model, pending, rv);
+                } else {
+                    // Discarded: nothing published, nothing kept for the next write.
+                    drop(batch);
+                    model = saved;
+                    let after = reader.snapshot();
+                    assert_eq!(
+                        after.publication(),
+                        before.publication(),
+                        "discarded batch published"
+                    );
+                }
             }
             Op::Apply(changes) => {
                 let mut expect_rejected = Vec::new();

@@ -23,8 +23,8 @@
 //! - Snapshots are published in write order; a later [`Reader::snapshot`] never returns an older
 //!   publication than an earlier call on any thread.
 //! - A single change ([`Writer::add`], [`Writer::delete`], ...) is published when the call
-//!   returns. A [`Batch`] (or [`Writer::apply`]) is published as a whole: readers see all of its
-//!   changes or none.
+//!   returns. A [`Batch`] (or [`Writer::apply`]) is published as a whole when committed:
+//!   readers see all of its changes or none. A batch dropped without a commit is discarded.
 //! - Each snapshot reports the resource version it includes ([`Snapshot::resource_version`]) and
 //!   when it was published ([`Snapshot::published_at`]), so staleness can be measured and waited
 //!   on by the layers above.

@@ -151,6 +151,8 @@ enum PendingRv<T> {
 /// Single-change methods ([`add`](Writer::add), [`update`](Writer::update),
 /// [`delete`](Writer::delete), ...) publish at once. [`batch`](Writer::batch) and
 /// [`apply`](Writer::apply) publish many changes at once, which is much cheaper per change.
+///
+/// Outside a batch the working copy always equals the last published version.
 #[doc(alias = "Indexer")]
 #[doc(alias = "ThreadSafeStore")]
 pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
@@ -334,9 +336,10 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
     }
 
     /// Starts a batch: its changes become visible together, in one publication, when it is
-    /// committed or dropped.
+    /// [committed](Batch::commit). A batch dropped without a commit (an early return on an
+    /// error, a panic) is discarded: none of its changes is published or kept.
     pub fn batch(&mut self) -> Batch<'_, T, B> {
-        Batch { writer: self }
+        Batch { writer: self, committed: false }
     }
 
     /// Applies all `changes` and publishes once (client-go's `Transaction`). Changes that cannot
@@ -388,6 +391,17 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
         old
     }
 
+    /// Throws away what is staged: the working copy returns to the last published version, by
+    /// cloning its roots (one per index, as a publication does).
+    fn discard(&mut self) {
+        if self.pending == 0 {
+            return;
+        }
+        self.work = State::clone(&self.shared.current.load());
+        self.pending = 0;
+        self.pending_rv = None;
+    }
+
     fn publish(&mut self) {
         if self.pending == 0 {
             return;
@@ -415,10 +429,39 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
     }
 }
 
-/// A group of changes published together. Commit it, or drop it: both publish.
-#[must_use = "a batch publishes when committed or dropped"]
+/// A group of changes published together, by [`commit`](Batch::commit).
+///
+/// Until the commit, nothing of the batch is visible to readers; the batch itself sees its
+/// changes ([`get_by_key`](Batch::get_by_key)). Dropping a batch without committing it
+/// discards it, as left-right's write handles do: its changes are neither published nor kept
+/// in the writer's working copy, which returns to the last published version. So
+/// `batch.upsert(obj)?` can return early without publishing half a batch.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use snapinformer_store::{Object, ObjectAccess, StoreBuilder};
+/// # struct Pod { name: String }
+/// # impl Object for Pod {
+/// #     fn name(&self) -> Option<&str> { Some(&self.name) }
+/// #     fn namespace(&self) -> Option<&str> { Some("default") }
+/// #     fn resource_version(&self) -> Option<&str> { None }
+/// # }
+/// let (mut writer, reader) = StoreBuilder::new(ObjectAccess::<Pod>::of()).build()?;
+/// let mut batch = writer.batch();
+/// batch.upsert(Arc::new(Pod { name: "a".into() }))?;
+/// drop(batch); // discarded
+/// assert!(reader.snapshot().is_empty());
+/// let mut batch = writer.batch();
+/// assert!(batch.get_by_key("default/a").is_none(), "not kept for the next batch either");
+/// batch.upsert(Arc::new(Pod { name: "b".into() }))?;
+/// batch.commit(); // one publication
+/// assert_eq!(reader.snapshot().len(), 1);
+/// # Ok::<(), snapinformer_store::Error>(())
+/// ```
+#[must_use = "a batch publishes only when committed; dropping it discards it"]
 pub struct Batch<'w, T: Send + Sync + 'static, B: Backend> {
     writer: &'w mut Writer<T, B>,
+    committed: bool,
 }
 
 impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Batch<'_, T, B> {
@@ -472,13 +515,19 @@ impl<T: Send + Sync + 'static, B: Backend> Batch<'_, T, B> {
         self.writer.pending == 0
     }
 
-    /// Publishes the batch.
-    pub fn commit(self) {}
+    /// Publishes the batch: readers see all of its changes at once, in one publication (none
+    /// if it is empty).
+    pub fn commit(mut self) {
+        self.writer.publish();
+        self.committed = true;
+    }
 }
 
 impl<T: Send + Sync + 'static, B: Backend> Drop for Batch<'_, T, B> {
     fn drop(&mut self) {
-        self.writer.publish();
+        if !self.committed {
+            self.writer.discard();
+        }
     }
 }
 

@@ -120,6 +120,77 @@ fn batch_is_invisible_until_committed_then_published_once() {
 }
 
 #[test]
+fn a_dropped_batch_is_invisible_to_readers_and_to_the_writers_next_batch() {
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    w.add(Arc::new(pod("kept", "n1", 1))).unwrap();
+    let before = r.snapshot();
+    {
+        let mut batch = w.batch();
+        batch.upsert(Arc::new(pod("a", "n2", 2))).unwrap();
+        batch.upsert(Arc::new(pod("kept", "n3", 3))).unwrap();
+        batch.set_resource_version("99");
+        assert!(batch.delete_key("default/kept").is_some());
+        assert_eq!(batch.len(), 4);
+    } // dropped without a commit
+    let snap = r.snapshot();
+    assert_eq!(snap.publication(), before.publication(), "nothing published");
+    assert_eq!(snap.list_keys(), before.list_keys());
+    assert_eq!(w.snapshot().publication(), before.publication());
+    // The next batch starts from the last published version, indexes included.
+    let mut batch = w.batch();
+    assert!(batch.is_empty());
+    assert!(batch.get_by_key("default/a").is_none());
+    assert_eq!(batch.get_by_key("default/kept").unwrap().rv, "1");
+    batch.upsert(Arc::new(pod("b", "n1", 4))).unwrap();
+    batch.commit();
+    let snap = r.snapshot();
+    assert_eq!(snap.publication(), before.publication() + 1);
+    assert_eq!(snap.sequence(), before.sequence() + 1, "only the committed change counts");
+    assert_eq!(snap.resource_version(), Some("4"));
+    let mut keys: Vec<String> = snap.list_keys().iter().map(|k| k.to_string()).collect();
+    keys.sort();
+    assert_eq!(keys, ["default/b", "default/kept"]);
+    assert!(snap.index_keys("node", "n2").unwrap().is_empty(), "no index entry leaked");
+    assert!(snap.index_keys("node", "n3").unwrap().is_empty());
+    assert_eq!(snap.index_keys("node", "n1").unwrap().len(), 2);
+}
+
+/// Stages `objs` in one batch with `?`, then commits.
+fn upsert_all(w: &mut snapinformer_store::Writer<TObj>, objs: &[TObj]) -> Result<(), Error> {
+    let mut batch = w.batch();
+    for o in objs {
+        batch.upsert(Arc::new(o.clone()))?;
+    }
+    batch.commit();
+    Ok(())
+}
+
+#[test]
+fn an_error_in_the_middle_of_a_batch_publishes_and_keeps_nothing() {
+    let (mut w, r) = StoreBuilder::new(access()).indexers(base_indexers()).build().unwrap();
+    let before = r.snapshot();
+    let err = upsert_all(&mut w, &[pod("a", "n1", 1), pod("", "n1", 2), pod("c", "n1", 3)]);
+    assert_eq!(err, Err(Error::MissingName { namespace: Some("default".into()) }));
+    assert_eq!(r.snapshot().publication(), before.publication());
+    assert!(r.snapshot().is_empty(), "`a`, staged before the error, is not visible");
+    upsert_all(&mut w, &[pod("d", "n1", 4)]).unwrap();
+    let snap = r.snapshot();
+    assert_eq!(snap.list_keys().iter().map(|k| k.to_string()).collect::<Vec<_>>(), ["default/d"]);
+    assert_eq!(snap.by_index("node", "n1").unwrap().len(), 1);
+}
+
+#[test]
+fn a_committed_batch_publishes_once_and_an_empty_one_not_at_all() {
+    let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
+    let start = r.snapshot().publication();
+    w.batch().commit();
+    assert_eq!(r.snapshot().publication(), start, "an empty batch publishes nothing");
+    upsert_all(&mut w, &[pod("a", "n", 1), pod("b", "n", 2), pod("c", "n", 3)]).unwrap();
+    assert_eq!(r.snapshot().publication(), start + 1);
+    assert_eq!(r.snapshot().len(), 3);
+}
+
+#[test]
 fn apply_reports_rejected_changes_and_applies_the_rest() {
     let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
     let outcome = w.apply(vec![
@@ -258,6 +329,7 @@ fn concurrent_readers_always_see_internally_consistent_snapshots() {
             let mut b = w.batch();
             b.upsert(Arc::new(pod(&name, &format!("n{}", i % 7), i))).unwrap();
             b.upsert(Arc::new(pod(&format!("q{}", i % 300), &format!("n{}", i % 3), i))).unwrap();
+            b.commit();
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -37,6 +37,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use snapinformer_store::{
     Backend, Chunked, Hamt, IndexFn, Indexers, NAMESPACE_INDEX, Object, ObjectAccess, OwnerUids,
     Reader, Snapshot, StoreBuilder, Writer,
@@ -139,25 +140,6 @@ fn model_values(index: &str, o: &SObj) -> Vec<String> {
 }
 
 // ----- randomness ----------------------------------------------------------------------------
-
-/// splitmix64: small, fast, and good enough to pick operations and hold times.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 fn scale() -> u64 {
     std::env::var("STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
@@ -316,7 +298,7 @@ fn check<B: Backend>(snap: &Snapshot<SObj, B>, model: &ModelState) {
 struct WriterState<B: Backend> {
     writer: Writer<SObj, B>,
     model: ModelState,
-    rng: Rng,
+    rng: StdRng,
     next_rv: u64,
     live: Arc<AtomicUsize>,
     log: Arc<Log>,
@@ -335,26 +317,31 @@ impl Drop for SetOnDrop {
 impl<B: Backend> WriterState<B> {
     fn random_obj(&mut self) -> SObj {
         let r = &mut self.rng;
-        let name = format!("obj-{}", r.below(NAME_SPACE));
+        let name = format!("obj-{}", r.random_range(0..NAME_SPACE));
         let ns = match name.len() % 3 {
             0 => None,
             n => Some(format!("ns-{n}")),
         };
         self.next_rv += 1;
-        let owner = r.below(6);
-        let owners = (0..r.below(3)).map(|i| format!("uid-{}", (owner + i) % 6)).collect();
+        let owner = r.random_range(0..6);
+        let owners =
+            (0..r.random_range(0..3)).map(|i| format!("uid-{}", (owner + i) % 6)).collect();
         let mut labels = BTreeMap::new();
-        if r.chance(70) {
-            labels.insert("app".to_owned(), format!("app-{}", r.below(5)));
+        if r.random_ratio(70, 100) {
+            labels.insert("app".to_owned(), format!("app-{}", r.random_range(0..5)));
         }
-        if r.chance(30) {
+        if r.random_ratio(30, 100) {
             labels.insert("tier".to_owned(), "web".to_owned());
         }
         SObj {
             name,
             ns,
             rv: self.next_rv.to_string(),
-            node: if r.chance(10) { String::new() } else { format!("node-{}", r.below(8)) },
+            node: if r.random_ratio(10, 100) {
+                String::new()
+            } else {
+                format!("node-{}", r.random_range(0..8))
+            },
             owners,
             labels,
             _live: Live::new(&self.live),
@@ -366,7 +353,7 @@ impl<B: Backend> WriterState<B> {
         if self.model.items.is_empty() {
             return None;
         }
-        let i = self.rng.below(self.model.items.len() as u64) as usize;
+        let i = self.rng.random_range(0..self.model.items.len() as u64) as usize;
         let (_, o) = self.model.items.iter().nth(i)?;
         self.next_rv += 1;
         Some(SObj {
@@ -384,7 +371,7 @@ impl<B: Backend> WriterState<B> {
         if self.model.items.is_empty() {
             return None;
         }
-        let i = self.rng.below(self.model.items.len() as u64) as usize;
+        let i = self.rng.random_range(0..self.model.items.len() as u64) as usize;
         self.model.items.keys().nth(i).cloned()
     }
 
@@ -412,10 +399,10 @@ impl<B: Backend> WriterState<B> {
 
     /// One random step: a batch (most of the time), a replace, or a single-change method.
     fn step(&mut self) {
-        let roll = self.rng.below(100);
+        let roll = self.rng.random_range(0..100);
         if roll < 2 {
             // Replace (a relist): a random population, possibly empty, at an explicit version.
-            let n = self.rng.below(NAME_SPACE);
+            let n = self.rng.random_range(0..NAME_SPACE);
             let mut objs: BTreeMap<String, Arc<SObj>> = BTreeMap::new();
             for _ in 0..n {
                 let o = Arc::new(self.random_obj());
@@ -431,7 +418,7 @@ impl<B: Backend> WriterState<B> {
             self.published();
         } else if roll < 8 {
             // Single-change methods, each publishing at once.
-            match self.rng.below(3) {
+            match self.rng.random_range(0..3) {
                 0 => {
                     let o = Arc::new(self.random_obj());
                     self.model_upsert(&o);
@@ -456,10 +443,10 @@ impl<B: Backend> WriterState<B> {
             self.published();
         } else {
             // A batch of 1 to 24 changes, published once.
-            let n = 1 + self.rng.below(24);
+            let n = 1 + self.rng.random_range(0..24);
             let mut staged: Vec<Staged> = Vec::new();
             for _ in 0..n {
-                let roll = self.rng.below(100);
+                let roll = self.rng.random_range(0..100);
                 let s = if roll < 35 {
                     let o = Arc::new(self.random_obj());
                     self.model_upsert(&o);
@@ -482,8 +469,8 @@ impl<B: Backend> WriterState<B> {
                     }
                     Staged::Delete(old)
                 } else if roll < 95 {
-                    let key = if self.rng.chance(50) {
-                        format!("obj-{}", NAME_SPACE + self.rng.below(10))
+                    let key = if self.rng.random_ratio(50, 100) {
+                        format!("obj-{}", NAME_SPACE + self.rng.random_range(0..10))
                     } else {
                         self.existing_key().unwrap_or_default()
                     };
@@ -544,7 +531,7 @@ fn reader_loop<B: Backend>(
     stats: Arc<ReaderStats>,
     seed: u64,
 ) {
-    let mut rng = Rng(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut held: Vec<(Snapshot<SObj, B>, Arc<ModelState>, Instant)> = Vec::new();
     let mut last_publication = 0;
     while !done.load(Ordering::Acquire) {
@@ -556,12 +543,12 @@ fn reader_loop<B: Backend>(
         let model = log.get(snap.publication());
         // Check some snapshots at once (checking is much slower than taking one, and readers
         // that only check would mostly see consecutive publications).
-        if rng.chance(25) {
+        if rng.random_ratio(25, 100) {
             check(&snap, &model);
             stats.checks.fetch_add(1, Ordering::Relaxed);
         }
-        if rng.chance(40) {
-            let hold = Duration::from_micros(rng.below(20_000));
+        if rng.random_ratio(40, 100) {
+            let hold = Duration::from_micros(rng.random_range(0..20_000));
             held.push((snap, model, Instant::now() + hold));
             stats.max_held.fetch_max(held.len(), Ordering::Relaxed);
         }
@@ -571,7 +558,7 @@ fn reader_loop<B: Backend>(
         let mut i = 0;
         while i < held.len() {
             let expired = held[i].2 <= now || held.len() > 32;
-            if expired && rng.chance(70) {
+            if expired && rng.random_ratio(70, 100) {
                 let (snap, model, _) = held.swap_remove(i);
                 check(&snap, &model);
                 stats.checks.fetch_add(1, Ordering::Relaxed);
@@ -579,8 +566,8 @@ fn reader_loop<B: Backend>(
                 i += 1;
             }
         }
-        if rng.chance(10) {
-            thread::sleep(Duration::from_micros(rng.below(500)));
+        if rng.random_ratio(10, 100) {
+            thread::sleep(Duration::from_micros(rng.random_range(0..500)));
         } else {
             thread::yield_now();
         }
@@ -641,7 +628,7 @@ fn run<B: Backend>(background_reclaim: bool) {
                 let mut w = WriterState {
                     writer,
                     model: ModelState::default(),
-                    rng: Rng(seed),
+                    rng: StdRng::seed_from_u64(seed),
                     next_rv: 0,
                     live,
                     log,
@@ -649,7 +636,7 @@ fn run<B: Backend>(background_reclaim: bool) {
                 };
                 for _ in 0..batches {
                     w.step();
-                    if w.rng.chance(5) {
+                    if w.rng.random_ratio(5, 100) {
                         thread::yield_now();
                     }
                 }

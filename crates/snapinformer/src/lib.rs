@@ -6,6 +6,7 @@
 //!
 //! | module | crate | what it is |
 //! |---|---|---|
+//! | [`runtime`] | `snapinformer-runtime` | The controller runtime: a [`Controller`] maps primary and owned objects' events to keys, runs your reconcile on N workers from the work queue with backoff, shuts down gracefully, exports metrics, and waits before each reconcile until the caches show the key's own last writes (read-your-writes, on by default), with client-go-style expectations. |
 //! | [`kube`] | `snapinformer-kube` | List and watch through the `kube` client (the reflector), typed informers ([`pods`], [`nodes`], ...), the [`KubeInformerFactory`], metadata access for any `kube::Resource`, transforms, a kube-rs watcher adapter. Kubernetes types enter here. |
 //! | [`informer`] | `snapinformer-core` | client-go's delta queues, the processing loop that applies batches to the store and publishes each once, the shared [`Informer`] with isolated handlers, freshness ([`Informer::wait_for`]), the controllers' [`WorkQueue`]. Generic over the object type. |
 //! | [`store`] | `snapinformer-store` | The snapshot store: one writer, any number of readers taking immutable [`Snapshot`]s in O(1) that never make the writer wait. No async, no Kubernetes. |
@@ -18,7 +19,7 @@
 //!   never waits for a reader, however long a reader keeps a snapshot.
 //! - Staleness is measured (metrics, [`Progress`]) and waitable: [`Informer::wait_for`] resolves
 //!   once the published snapshot includes a resource version, which gives controllers
-//!   read-your-writes.
+//!   read-your-writes; the [`runtime`] applies it to every reconcile.
 //!
 //! # Costs
 //!
@@ -28,7 +29,16 @@
 //! `BENCHMARKS.md` at the repository's root has the measured figures with the commands that
 //! produced them.
 //!
-//! # Usage
+//! # A controller
+//!
+//! `examples/statefulset.rs`, a StatefulSet controller (its test runs it against the test API
+//! server):
+//!
+//! ```no_run
+#![doc = include_str!("../examples/statefulset.rs")]
+//! ```
+//!
+//! # An informer alone
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -64,6 +74,10 @@ pub use snapinformer_core as informer;
 #[doc(alias = "reflector")]
 pub use snapinformer_kube as kube;
 
+/// The controller runtime (crate `snapinformer-runtime`): controller, reconcile context,
+/// read-your-writes, expectations.
+pub use snapinformer_runtime as runtime;
+
 pub use snapinformer_core::{
     DeltaFifo, Freshness, FreshnessPolicy, Informer, InformerBuilder, Notification, Progress,
     QueueKind, RealFifo, WorkQueue, WorkQueueConfig,
@@ -71,6 +85,10 @@ pub use snapinformer_core::{
 pub use snapinformer_kube::{
     KubeInformer, KubeInformerBuilder, KubeInformerFactory, NODE_NAME_INDEX, OWNER_UID_INDEX,
     Reflector, ReflectorConfig, daemonsets, informer_for, nodes, pods, statefulsets,
+};
+pub use snapinformer_runtime::{
+    Action, Config as ControllerConfig, Context, Controller, Handle as ControllerHandle, ObjectKey,
+    OnTimeout, ReadYourWrites, Tracked, VersionedCache, Writes, backoff_on_error,
 };
 pub use snapinformer_store::{
     IndexFn, Indexers, Object, ObjectAccess, Reader, Snapshot, StoreBuilder, Writer,

@@ -63,7 +63,10 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> Collector for St
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> fmt::Result {
         let Some(inner) = self.queue.upgrade() else { return Ok(()) };
         let stats = WorkQueue { inner }.stats();
-        gauge(&mut enc, "depth", "Items ready in the work queue", None, stats.depth as i64)?;
+        // client-go's depth counts every added item not handed out yet, including one added
+        // again while it is processing (queued again at its `done`).
+        let depth = stats.depth + stats.requeue_pending;
+        gauge(&mut enc, "depth", "Items waiting to be handed out", None, depth as i64)?;
         counter(&mut enc, "adds", "Items added to the work queue", stats.adds)?;
         counter(&mut enc, "retries", "Delayed re-adds handled by the work queue", stats.retries)?;
         gauge(
@@ -97,7 +100,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> Collector for St
 ///
 /// | metric (prefix `snapinformer_workqueue_`) | type | meaning |
 /// | --- | --- | --- |
-/// | `depth` | gauge | items ready to be handed out |
+/// | `depth` | gauge | items added and not handed out yet: ready ones plus those added again while processing (client-go's meaning; [`WorkQueue::len`] counts only the ready ones) |
 /// | `adds_total` | counter | adds that queued an item (deduplicated adds excluded) |
 /// | `retries_total` | counter | delayed re-adds (`add_after`, `add_rate_limited`) |
 /// | `queue_duration_seconds` | histogram | time from being added to being handed out |

@@ -55,15 +55,26 @@
 //! - **No lock is held while an item is processed**: the queue's mutex is taken only inside its
 //!   methods.
 //!
-//! # Timers: no thread
+//! # Timers: no thread, one clock
 //!
-//! Parked items live in a min-heap keyed by ready time. There is no timer thread: only `get`
-//! can hand an item out, so a getter waiting on the queue's condition variable sleeps at most
-//! until the heap's earliest time, then moves every due item into the queue itself (`len` and
-//! `stats` do the same, so depth is exact when asked). A new earliest time wakes the waiting
-//! getters so they shorten their sleep. This saves a thread and its shutdown per queue; the
-//! price is that when a parked item comes due, every idle getter of that queue wakes once (a
-//! controller has a handful of workers).
+//! Parked items live in a min-heap keyed by ready time. There is no timer thread: only a getter
+//! can hand an item out, so a getter waiting on the queue sleeps at most until the heap's
+//! earliest time, then moves every due item into the queue itself (`len` and `stats` do the
+//! same, so depth is exact when asked). A new earliest time wakes the waiting getters so they
+//! shorten their sleep. This saves a thread and its shutdown per queue; the price is that when
+//! a parked item comes due, every idle getter of that queue wakes once (a controller has a
+//! handful of workers).
+//!
+//! Every time the queue reads comes from its [`Clock`] ([`WorkQueueConfig::clock`]): the
+//! real clock by default, Tokio's clock ([`TokioClock`], which a test can pause), or a
+//! [`FakeClock`] that moves only when a test steps it (and then wakes the getters). Tests
+//! therefore assert "not yet" and "now" exactly, with no sleep.
+//!
+//! # Blocking and async getters
+//!
+//! Worker threads call [`get`](WorkQueue::get) (or [`get_timeout`](WorkQueue::get_timeout));
+//! async workers call [`get_async`](WorkQueue::get_async), which waits without holding a
+//! thread and is cancel-safe. Both kinds may share one queue; the guarantees are the same.
 //!
 //! # Costs
 //!
@@ -77,6 +88,7 @@
 //!
 //! Metrics: [`register_metrics`] (client-go's workqueue metric set).
 
+pub mod clock;
 mod metrics;
 mod rate_limiter;
 
@@ -85,13 +97,16 @@ use std::{
     collections::{BinaryHeap, HashMap, VecDeque},
     fmt,
     hash::Hash,
-    sync::{Arc, Condvar, Mutex, MutexGuard},
+    pin::pin,
+    sync::{Arc, Condvar, Mutex, MutexGuard, Weak},
     time::{Duration, Instant},
 };
 
+pub use clock::{Clock, FakeClock, RealClock, TokioClock};
 pub use metrics::register_metrics;
 pub use rate_limiter::{
-    ExponentialBackoff, MaxOf, RateLimiter, TokenBucket, default_controller_rate_limiter,
+    ExponentialBackoff, FastSlow, MaxOf, RateLimiter, TokenBucket, WithMaxWait,
+    default_controller_rate_limiter,
 };
 
 use metrics::Histograms;
@@ -107,14 +122,16 @@ pub enum Error {
 /// `Result` with the work queue [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// How to build a [`WorkQueue`]: its name (the `name` label of its metrics) and its rate
-/// limiter ([`default_controller_rate_limiter`] unless set).
+/// How to build a [`WorkQueue`]: its name (the `name` label of its metrics), its rate limiter
+/// ([`default_controller_rate_limiter`] unless set) and its [`Clock`] ([`RealClock`] unless
+/// set).
 #[doc(alias = "RateLimitingQueueConfig")]
 #[doc(alias = "TypedRateLimitingQueueConfig")]
 #[must_use]
 pub struct WorkQueueConfig<K> {
     name: String,
     rate_limiter: Box<dyn RateLimiter<K>>,
+    clock: Arc<dyn Clock>,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueConfig<K> {
@@ -123,6 +140,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueueConfig<K> {
         WorkQueueConfig {
             name: name.into(),
             rate_limiter: Box::new(default_controller_rate_limiter()),
+            clock: Arc::new(RealClock),
         }
     }
 }
@@ -135,6 +153,15 @@ impl<K> WorkQueueConfig<K> {
         self
     }
 
+    /// Reads the time from `clock`: when parked items come due, the `now` passed to the rate
+    /// limiter, queue latency and work duration, and `get_timeout`'s deadline. A
+    /// [`FakeClock`] makes every delay a test's explicit step; a [`TokioClock`] follows a
+    /// paused Tokio clock (for async getters).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -143,7 +170,10 @@ impl<K> WorkQueueConfig<K> {
 
 impl<K> fmt::Debug for WorkQueueConfig<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WorkQueueConfig").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("WorkQueueConfig")
+            .field("name", &self.name)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
     }
 }
 
@@ -208,6 +238,11 @@ pub struct WorkQueueStats {
     pub queue_latency: DurationSummary,
     /// Time from `get` to `done`.
     pub work_duration: DurationSummary,
+    /// Getters (blocking or async) waiting for an item right now.
+    pub waiting_getters: usize,
+    /// Callers blocked in [`WorkQueue::shut_down_with_drain`] (or its timeout variant) right
+    /// now.
+    pub waiting_drains: usize,
     /// Whether shutdown has begun.
     pub shutting_down: bool,
 }
@@ -251,6 +286,8 @@ struct State<K> {
     next_seq: u64,
     shutting_down: bool,
     drain: bool,
+    getters_waiting: usize,
+    drains_waiting: usize,
     adds: u64,
     deduplicated: u64,
     retries: u64,
@@ -272,6 +309,8 @@ impl<K: Hash + Eq + Clone> State<K> {
             next_seq: 0,
             shutting_down: false,
             drain: false,
+            getters_waiting: 0,
+            drains_waiting: 0,
             adds: 0,
             deduplicated: 0,
             retries: 0,
@@ -326,16 +365,40 @@ impl<K: Hash + Eq + Clone> State<K> {
 struct Inner<K> {
     name: String,
     limiter: Box<dyn RateLimiter<K>>,
+    clock: Arc<dyn Clock>,
     state: Mutex<State<K>>,
-    /// Signalled when an item is ready, a new earliest parked time arrives, or on shutdown.
+    /// Signalled when an item is ready, a new earliest parked time arrives, the clock jumps, or
+    /// on shutdown.
     ready: Condvar,
+    /// Wakes async getters on the same occasions as `ready`.
+    ready_async: tokio::sync::Notify,
     /// Signalled when the last item being processed is done, and on shutdown.
     idle: Condvar,
     histograms: Histograms,
+    /// Registered with the clock: wakes every getter after the clock jumps. Holds the queue
+    /// weakly.
+    advance_hook: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl<K> Inner<K> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes every getter, blocking and async. Takes the lock first, so that a getter between
+    /// its check and its wait cannot miss the wake-up.
+    fn wake_all(&self) {
+        drop(self.lock());
+        self.ready.notify_all();
+        self.ready_async.notify_waiters();
+        self.idle.notify_all();
+    }
 }
 
 /// A rate-limited, deduplicating, delaying work queue of items `K` (object keys) for
-/// controller worker threads. Cheap to clone: every clone is a handle to the same queue.
+/// controller workers, blocking ([`get`](WorkQueue::get)) or async
+/// ([`get_async`](WorkQueue::get_async)). Cheap to clone: every clone is a handle to the same
+/// queue.
 ///
 /// Build one with [`WorkQueue::new`] from a [`WorkQueueConfig`]. See the
 /// [module documentation](self) for the guarantees and costs.
@@ -372,21 +435,55 @@ fn far_future(now: Instant) -> Instant {
     now.checked_add(CENTURY).unwrap_or(now)
 }
 
+/// What a getter found under the lock.
+enum Take<K> {
+    /// An item to hand out; `promoted` items beyond it were made ready for other getters.
+    Item { item: K, latency: Duration, promoted: usize },
+    /// Shut down and nothing left.
+    ShutDown,
+    /// Nothing ready; wake at this clock time at the latest (`None`: only when told).
+    Wait(Option<Instant>),
+    /// The getter's deadline passed.
+    TimedOut,
+}
+
+/// Decrements the waiting-getter count when an async getter stops waiting (also when its future
+/// is dropped).
+struct WaitingGetter<'a, K>(&'a Inner<K>);
+
+impl<K> Drop for WaitingGetter<'_, K> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.getters_waiting = st.getters_waiting.saturating_sub(1);
+    }
+}
+
 impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
     /// A new, empty queue.
     #[doc(alias = "NewRateLimitingQueueWithConfig")]
     #[doc(alias = "NewTypedRateLimitingQueueWithConfig")]
     pub fn new(config: WorkQueueConfig<K>) -> Self {
-        WorkQueue {
-            inner: Arc::new(Inner {
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner<K>>| {
+            let weak = weak.clone();
+            let advance_hook: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.wake_all();
+                }
+            });
+            Inner {
                 name: config.name,
                 limiter: config.rate_limiter,
+                clock: config.clock,
                 state: Mutex::new(State::new()),
                 ready: Condvar::new(),
+                ready_async: tokio::sync::Notify::new(),
                 idle: Condvar::new(),
                 histograms: Histograms::default(),
-            }),
-        }
+                advance_hook,
+            }
+        });
+        inner.clock.on_advance(Arc::downgrade(&inner.advance_hook));
+        WorkQueue { inner }
     }
 
     /// The queue's name.
@@ -394,36 +491,56 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
         &self.inner.name
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// The queue's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
     }
 
+    fn now(&self) -> Instant {
+        self.inner.clock.now()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        self.inner.lock()
+    }
+
+    /// Wakes `n` blocking getters and every async getter (if `n > 0`).
     fn wake(&self, n: usize) {
         for _ in 0..n {
             self.inner.ready.notify_one();
         }
+        if n > 0 {
+            self.inner.ready_async.notify_waiters();
+        }
+    }
+
+    /// Wakes every getter, blocking and async.
+    fn wake_every_getter(&self) {
+        self.inner.ready.notify_all();
+        self.inner.ready_async.notify_waiters();
     }
 
     /// Queues `item` unless it is already queued (deduplicated). If it is being processed, it
     /// is re-queued once `done` is called for it. Ignored (and counted) once shutdown began.
     pub fn add(&self, item: K) {
+        let now = self.now();
         let mut st = self.lock();
         if st.shutting_down {
             st.ignored_after_shutdown += 1;
             tracing::trace!(queue = %self.inner.name, ?item, "add ignored: shutting down");
             return;
         }
-        let queued = st.add(item, Instant::now());
+        let queued = st.add(item, now);
         drop(st);
         self.wake(usize::from(queued));
     }
 
-    /// Adds `item` once `delay` has passed (at once if `delay` is zero). If the item is already
-    /// parked with an earlier or equal ready time, that time is kept; otherwise it moves to the
-    /// new, earlier time. Ignored (and counted) once shutdown began.
+    /// Adds `item` once `delay` has passed on the queue's clock (at once if `delay` is zero).
+    /// If the item is already parked with an earlier or equal ready time, that time is kept;
+    /// otherwise it moves to the new, earlier time. Ignored (and counted) once shutdown began.
     #[doc(alias = "AddAfter")]
     pub fn add_after(&self, item: K, delay: Duration) {
-        self.add_after_at(item, delay, Instant::now());
+        self.add_after_at(item, delay, self.now());
     }
 
     fn add_after_at(&self, item: K, delay: Duration, now: Instant) {
@@ -452,7 +569,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
         drop(st);
         if new_head {
             // Waiting getters sleep until the old earliest time (or forever): let them re-time.
-            self.inner.ready.notify_all();
+            self.wake_every_getter();
         }
     }
 
@@ -464,7 +581,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
             self.lock().ignored_after_shutdown += 1;
             return;
         }
-        let now = Instant::now();
+        let now = self.now();
         let delay = self.inner.limiter.when(&item, now);
         self.add_after_at(item, delay, now);
     }
@@ -485,66 +602,124 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
     /// Waits for an item and hands it out; the caller must call [`done`](WorkQueue::done) with
     /// it once processed. Parked items become ready at their time while this waits. Returns
     /// `None` once the queue is shut down and no ready item is left.
+    ///
+    /// Blocks the thread: from async code use [`get_async`](WorkQueue::get_async).
     pub fn get(&self) -> Option<K> {
         self.get_until(None).ok().flatten()
     }
 
-    /// Like [`get`](WorkQueue::get), but waits at most `timeout` (zero: do not wait), so a
-    /// worker can poll.
+    /// Like [`get`](WorkQueue::get), but waits at most `timeout` on the queue's clock (zero: do
+    /// not wait), so a worker can poll.
     ///
     /// - `Ok(Some(item))`: an item to process (call [`done`](WorkQueue::done) afterwards);
     /// - `Ok(None)`: nothing became ready within `timeout`;
     /// - `Err(Error::ShutDown)`: the queue is shut down and no ready item is left; stop.
     pub fn get_timeout(&self, timeout: Duration) -> Result<Option<K>> {
-        let now = Instant::now();
+        let now = self.now();
         self.get_until(Some(now.checked_add(timeout).unwrap_or_else(|| far_future(now))))
+    }
+
+    /// The async [`get`](WorkQueue::get): waits, without blocking the thread, for an item and
+    /// hands it out (call [`done`](WorkQueue::done) once processed); `None` once the queue is
+    /// shut down and no ready item is left. Parked items come due on the queue's clock (use a
+    /// [`TokioClock`] to follow a paused Tokio clock). Cancel-safe: dropping the future before
+    /// it completes takes nothing from the queue. Must run inside a Tokio runtime.
+    pub async fn get_async(&self) -> Option<K> {
+        let mut waiting: Option<WaitingGetter<'_, K>> = None;
+        loop {
+            let mut notified = pin!(self.inner.ready_async.notified());
+            // Registered before the state is checked: a wake-up in between is not missed.
+            notified.as_mut().enable();
+            let take = {
+                let now = self.now();
+                let mut st = self.lock();
+                let take = self.take(&mut st, now, None);
+                if matches!(take, Take::Wait(_)) && waiting.is_none() {
+                    st.getters_waiting += 1;
+                    drop(st);
+                    waiting = Some(WaitingGetter(&self.inner));
+                }
+                take
+            };
+            match take {
+                Take::Item { item, latency, promoted } => {
+                    drop(waiting);
+                    return Some(self.handed_out(item, latency, promoted));
+                }
+                Take::ShutDown | Take::TimedOut => return None,
+                Take::Wait(None) => notified.await,
+                Take::Wait(Some(at)) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = self.inner.clock.sleep_until(at) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Under the lock: promotes due parked items and takes the first ready one, or says how
+    /// to wait.
+    fn take(&self, st: &mut State<K>, now: Instant, deadline: Option<Instant>) -> Take<K> {
+        let promoted = st.promote(now);
+        if let Some(item) = st.queue.pop_front() {
+            let added = st.dirty.remove(&item).unwrap_or(now);
+            st.processing.insert(item.clone(), now);
+            st.handed_out += 1;
+            let latency = now.saturating_duration_since(added);
+            st.queue_latency.observe(latency);
+            return Take::Item { item, latency, promoted };
+        }
+        // Nothing was queued, so nothing was promoted (a promoted item is queued).
+        if st.shutting_down {
+            return Take::ShutDown;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            return Take::TimedOut;
+        }
+        Take::Wait(match (deadline, st.next_ready()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// After the lock is released: wakes getters for items promoted beyond the one taken here
+    /// and observes the queue latency.
+    fn handed_out(&self, item: K, latency: Duration, promoted: usize) -> K {
+        self.wake(promoted.saturating_sub(1));
+        self.inner.histograms.queue_duration.observe(latency.as_secs_f64());
+        item
     }
 
     fn get_until(&self, deadline: Option<Instant>) -> Result<Option<K>> {
         let mut st = self.lock();
         loop {
-            let now = Instant::now();
-            let promoted = st.promote(now);
-            if let Some(item) = st.queue.pop_front() {
-                let added = st.dirty.remove(&item).unwrap_or(now);
-                st.processing.insert(item.clone(), now);
-                st.handed_out += 1;
-                let latency = now.saturating_duration_since(added);
-                st.queue_latency.observe(latency);
-                drop(st);
-                // Items promoted beyond the one taken here are for other getters.
-                self.wake(promoted.saturating_sub(1));
-                self.inner.histograms.queue_duration.observe(latency.as_secs_f64());
-                return Ok(Some(item));
-            }
-            if st.shutting_down {
-                return Err(Error::ShutDown);
-            }
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            let wake_at = match (deadline, st.next_ready()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
+            let now = self.now();
+            let wake_at = match self.take(&mut st, now, deadline) {
+                Take::Item { item, latency, promoted } => {
+                    drop(st);
+                    return Ok(Some(self.handed_out(item, latency, promoted)));
+                }
+                Take::ShutDown => return Err(Error::ShutDown),
+                Take::TimedOut => return Ok(None),
+                Take::Wait(at) => at,
             };
-            st = match wake_at {
+            st.getters_waiting += 1;
+            st = match wake_at.and_then(|at| self.inner.clock.real_time_until(at)) {
+                // No time to wait for, or a clock that wakes us when it jumps.
                 None => self.inner.ready.wait(st).unwrap_or_else(|e| e.into_inner()),
-                Some(at) => {
-                    let (st, _) = self
-                        .inner
-                        .ready
-                        .wait_timeout(st, at.saturating_duration_since(now))
-                        .unwrap_or_else(|e| e.into_inner());
-                    st
+                Some(real) => {
+                    self.inner.ready.wait_timeout(st, real).unwrap_or_else(|e| e.into_inner()).0
                 }
             };
+            st.getters_waiting -= 1;
         }
     }
 
     /// Marks `item` as processed. If it was added again while being processed, it is queued
     /// again now. Does nothing for an item that is not being processed.
     pub fn done(&self, item: &K) {
-        let now = Instant::now();
+        let now = self.now();
         let mut st = self.lock();
         let Some(started) = st.processing.remove(item) else { return };
         let work = now.saturating_duration_since(started);
@@ -565,8 +740,9 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
     /// Items ready to be handed out (not counting parked or processing items). Moves due
     /// parked items into the queue first.
     pub fn len(&self) -> usize {
+        let now = self.now();
         let mut st = self.lock();
-        let promoted = st.promote(Instant::now());
+        let promoted = st.promote(now);
         let len = st.queue.len();
         drop(st);
         self.wake(promoted);
@@ -589,7 +765,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
         st.drain = false;
         st.discard_parked();
         drop(st);
-        self.inner.ready.notify_all();
+        self.wake_every_getter();
         self.inner.idle.notify_all();
     }
 
@@ -601,25 +777,34 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
     #[doc(alias = "ShutDownWithDrain")]
     pub fn shut_down_with_drain(&self) {
         let mut st = self.begin_drain();
+        st.drains_waiting += 1;
         while st.drain && !st.processing.is_empty() {
             st = self.inner.idle.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+        st.drains_waiting -= 1;
     }
 
     /// Like [`shut_down_with_drain`](WorkQueue::shut_down_with_drain), but waits at most
-    /// `timeout`. Returns whether no item was being processed when it returned.
+    /// `timeout` on the queue's clock. Returns whether no item was being processed when it
+    /// returned.
     pub fn shut_down_with_drain_timeout(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = self.now().checked_add(timeout);
         let mut st = self.begin_drain();
+        st.drains_waiting += 1;
         while st.drain && !st.processing.is_empty() {
-            let now = Instant::now();
-            let left = match deadline {
+            let now = self.now();
+            st = match deadline {
                 Some(d) if now >= d => break,
-                Some(d) => d - now,
-                None => Duration::MAX,
+                Some(d) => match self.inner.clock.real_time_until(d) {
+                    Some(real) => {
+                        self.inner.idle.wait_timeout(st, real).unwrap_or_else(|e| e.into_inner()).0
+                    }
+                    None => self.inner.idle.wait(st).unwrap_or_else(|e| e.into_inner()),
+                },
+                None => self.inner.idle.wait(st).unwrap_or_else(|e| e.into_inner()),
             };
-            st = self.inner.idle.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
         }
+        st.drains_waiting -= 1;
         st.processing.is_empty()
     }
 
@@ -628,7 +813,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
         st.shutting_down = true;
         st.drain = true;
         st.discard_parked();
-        self.inner.ready.notify_all();
+        self.wake_every_getter();
         st
     }
 
@@ -641,7 +826,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
     /// Depth, counters, the items being processed and latency summaries, at this moment. Moves
     /// due parked items into the queue first.
     pub fn stats(&self) -> WorkQueueStats {
-        let now = Instant::now();
+        let now = self.now();
         let mut st = self.lock();
         let promoted = st.promote(now);
         let mut longest_running = Duration::ZERO;
@@ -666,6 +851,8 @@ impl<K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> WorkQueue<K> {
             unfinished_work,
             queue_latency: st.queue_latency,
             work_duration: st.work_duration,
+            waiting_getters: st.getters_waiting,
+            waiting_drains: st.drains_waiting,
             shutting_down: st.shutting_down,
         };
         drop(st);

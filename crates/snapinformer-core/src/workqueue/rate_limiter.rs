@@ -346,3 +346,89 @@ pub fn default_controller_rate_limiter<K: Hash + Eq + Clone + Send + Sync + 'sta
         Box::new(TokenBucket::new(10.0, 100)),
     ])
 }
+
+/// Per-item two-speed retries: an item's first `fast_attempts` consecutive failures wait
+/// `fast`, later ones `slow`, until it is forgotten.
+///
+/// # Guarantees
+///
+/// - The `n`-th [`when`](RateLimiter::when) for an item (counting from 1 since it was last
+///   forgotten) returns `fast` for `n <= fast_attempts`, `slow` after; `now` is ignored.
+/// - [`forget`](RateLimiter::forget) resets the item; other items keep their counts.
+///
+/// # Costs
+///
+/// As [`ExponentialBackoff`]: one mutex acquisition and one hash per call, and one boxed copy
+/// of each item not forgotten yet.
+#[doc(alias = "ItemFastSlowRateLimiter")]
+#[doc(alias = "NewItemFastSlowRateLimiter")]
+pub struct FastSlow {
+    fast: Duration,
+    slow: Duration,
+    fast_attempts: u32,
+    failures: FailureCounts,
+}
+
+impl FastSlow {
+    /// Retries after `fast` for the first `fast_attempts` failures of an item, then after
+    /// `slow`.
+    pub fn new(fast: Duration, slow: Duration, fast_attempts: u32) -> Self {
+        FastSlow { fast, slow, fast_attempts, failures: FailureCounts::default() }
+    }
+}
+
+impl fmt::Debug for FastSlow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FastSlow")
+            .field("fast", &self.fast)
+            .field("slow", &self.slow)
+            .field("fast_attempts", &self.fast_attempts)
+            .field("tracked_items", &self.failures.len())
+            .finish()
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> RateLimiter<K> for FastSlow {
+    fn when(&self, item: &K, _now: Instant) -> Duration {
+        if self.failures.bump(item) < self.fast_attempts { self.fast } else { self.slow }
+    }
+    fn forget(&self, item: &K) {
+        self.failures.remove(item);
+    }
+    fn retries(&self, item: &K) -> u32 {
+        self.failures.get(item)
+    }
+}
+
+/// Caps another limiter's delays at `max`; counting and forgetting are the inner limiter's.
+#[doc(alias = "WithMaxWaitRateLimiter")]
+#[doc(alias = "NewWithMaxWaitRateLimiter")]
+pub struct WithMaxWait<L> {
+    inner: L,
+    max: Duration,
+}
+
+impl<L> WithMaxWait<L> {
+    /// `inner`'s delays, never longer than `max`.
+    pub fn new(inner: L, max: Duration) -> Self {
+        WithMaxWait { inner, max }
+    }
+}
+
+impl<L: fmt::Debug> fmt::Debug for WithMaxWait<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WithMaxWait").field("inner", &self.inner).field("max", &self.max).finish()
+    }
+}
+
+impl<K, L: RateLimiter<K>> RateLimiter<K> for WithMaxWait<L> {
+    fn when(&self, item: &K, now: Instant) -> Duration {
+        self.inner.when(item, now).min(self.max)
+    }
+    fn forget(&self, item: &K) {
+        self.inner.forget(item);
+    }
+    fn retries(&self, item: &K) -> u32 {
+        self.inner.retries(item)
+    }
+}

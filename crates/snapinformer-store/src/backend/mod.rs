@@ -58,6 +58,8 @@ pub trait Backend: Send + Sync + 'static {
 mod tests {
     use std::collections::HashMap;
 
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
     use super::*;
 
     /// Differential test: random inserts, replaces and removes against `std::HashMap`, large
@@ -67,13 +69,10 @@ mod tests {
         let mut map = M::default();
         let mut model: HashMap<String, u64> = HashMap::new();
         let mut held: Vec<(M, HashMap<String, u64>)> = Vec::new();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rng = StdRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
         for step in 0..60_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let key = format!("ns-{}/pod-{}", x % 3, (x >> 8) % 20_000);
-            match x % 10 {
+            let key = format!("ns-{}/pod-{}", rng.random_range(0..3), rng.random_range(0..20_000));
+            match rng.random_range(0..10) {
                 0..=5 => assert_eq!(map.upsert(&key, step), model.insert(key.clone(), step)),
                 6 => assert_eq!(map.insert(Arc::from(key.as_str()), step), model.insert(key, step)),
                 7 => {
