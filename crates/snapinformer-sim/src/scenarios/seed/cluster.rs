@@ -17,6 +17,7 @@ use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use snapinformer_core::Queue;
 
+use super::slots::{Lateness, SlotLog};
 use crate::pods::Rng;
 
 /// Why a write failed.
@@ -134,10 +135,19 @@ struct Truth {
 /// carries the oldest undelivered write, or, when there is none, a kubelet status update (the
 /// start of a pod whose startup delay has passed, else a status refresh of a running pod). So
 /// the cache receives exactly `rate` events per second, as in the `store` scenario.
+///
+/// Each delivered event carries its own copy of the object, as a watch client decodes its own
+/// copy of every event: the cache never shares objects with the cluster, and a cache that takes
+/// events by value (kube-rs) gets a uniquely owned object. Each event's scheduled slot goes to
+/// the [`SlotLog`] before the event enters the queue, and the stream's lateness to
+/// [`InprocCluster::lateness`].
 pub struct InprocCluster {
     truth: Mutex<Truth>,
     queue: Arc<dyn Queue<Pod>>,
     startup_delay: Duration,
+    slots: Arc<SlotLog>,
+    /// Delivery time minus scheduled slot, per event delivered on schedule.
+    pub lateness: Lateness,
     /// Events delivered to the queue.
     pub delivered: AtomicU64,
     /// Status updates made by the kubelet.
@@ -152,8 +162,9 @@ pub struct InprocCluster {
 }
 
 impl InprocCluster {
-    /// A cluster that feeds `queue`; pods start `startup_delay` after their creation.
-    pub fn new(queue: Arc<dyn Queue<Pod>>, startup_delay: Duration) -> Self {
+    /// A cluster that feeds `queue` and records each event's scheduled slot in `slots`; pods
+    /// start `startup_delay` after their creation.
+    pub fn new(queue: Arc<dyn Queue<Pod>>, slots: Arc<SlotLog>, startup_delay: Duration) -> Self {
         InprocCluster {
             truth: Mutex::new(Truth {
                 pods: HashMap::new(),
@@ -164,6 +175,8 @@ impl InprocCluster {
             }),
             queue,
             startup_delay,
+            slots,
+            lateness: Lateness::default(),
             delivered: AtomicU64::new(0),
             kubelet_updates: AtomicU64::new(0),
             idle_slots: AtomicU64::new(0),
@@ -219,7 +232,9 @@ impl InprocCluster {
                     this.burst_max.fetch_max(burst, Ordering::Relaxed);
                     let mut run = 0;
                     while u128::from(done) < due {
-                        this.slot(now, &mut rng);
+                        let slot =
+                            start + Duration::from_nanos((u128::from(done) * interval_ns) as u64);
+                        this.slot(now, slot, &mut rng);
                         done += 1;
                         run += 1;
                         // Catching up: let the cache's writer run between groups of events
@@ -230,30 +245,39 @@ impl InprocCluster {
                     }
                     thread::sleep(Duration::from_micros(500));
                 }
+                // After the row: the rest of the log at once, off schedule (no slot, no lateness).
                 let mut truth = this.truth.lock().expect("truth lock");
                 while let Some(event) = truth.log.pop_front() {
-                    this.deliver(event);
+                    this.deliver(event, None);
                 }
             })
             .expect("spawn watch stream")
     }
 
-    fn deliver(&self, event: Event) {
+    /// Hands `event` to the queue with a copy of its object of its own (the watch client's
+    /// decoded copy), after recording its scheduled `slot` if it has one.
+    fn deliver(&self, event: Event, slot: Option<Instant>) {
+        let (Event::Added(shared) | Event::Modified(shared) | Event::Deleted(shared)) = &event;
+        let pod = Arc::new(Pod::clone(shared));
+        if let Some(slot) = slot {
+            self.slots.push(rv_of(&pod), slot);
+            self.lateness.record(Instant::now().saturating_duration_since(slot));
+        }
         // Closed queue: the row is over; nothing to deliver to.
         let _ = match event {
-            Event::Added(p) => self.queue.add(p),
-            Event::Modified(p) => self.queue.update(p),
-            Event::Deleted(p) => self.queue.delete(p),
+            Event::Added(_) => self.queue.add(pod),
+            Event::Modified(_) => self.queue.update(pod),
+            Event::Deleted(_) => self.queue.delete(pod),
         };
         self.delivered.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One delivery slot. Delivers under the truth lock, so the queue sees writes in
-    /// resource-version order.
-    fn slot(&self, now: Instant, rng: &mut Rng) {
+    /// One delivery slot, scheduled at `slot`. Delivers under the truth lock, so the queue sees
+    /// writes in resource-version order.
+    fn slot(&self, now: Instant, slot: Instant, rng: &mut Rng) {
         let mut truth = self.truth.lock().expect("truth lock");
         if let Some(event) = truth.log.pop_front() {
-            self.deliver(event);
+            self.deliver(event, Some(slot));
             return;
         }
         let key = loop {
@@ -296,7 +320,7 @@ impl InprocCluster {
         let pod = Arc::new(pod);
         truth.pods.insert(key, pod.clone());
         self.kubelet_updates.fetch_add(1, Ordering::Relaxed);
-        self.deliver(Event::Modified(pod));
+        self.deliver(Event::Modified(pod), Some(slot));
     }
 }
 
