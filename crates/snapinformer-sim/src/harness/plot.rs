@@ -196,13 +196,17 @@ fn sweep<DB: DrawingBackend>(
     let (min_x, max_x) =
         pts().fold((f64::MAX, 1.0f64), |(lo, hi), p| (lo.min(p.0.max(1.0)), hi.max(p.0)));
     let max_y = pts().map(value).fold(10.0, f64::max);
+    let min_y = pts().map(value).fold(f64::MAX, f64::min).min(max_y);
     let min_x = if min_x == f64::MAX { 1.0 } else { min_x };
     let mut chart = ChartBuilder::on(&area)
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d((min_x / 1.3..max_x * 1.3).log_scale(), (1f64..max_y * 1.5).log_scale())
+        .build_cartesian_2d(
+            (min_x / 1.3..max_x * 1.3).log_scale(),
+            ((min_y / 2.0).max(1.0)..max_y * 1.5).log_scale(),
+        )
         .map_err(|e| e.to_string())?;
     let y_desc = match figure {
         SweepFigure::StalenessP99 => "staleness p99 (us, log scale)",
@@ -212,6 +216,8 @@ fn sweep<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("offered updates/s (log scale)")
         .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(|e| e.to_string())?;
     for (i, l) in lines.iter().enumerate() {

@@ -221,20 +221,22 @@ impl InprocCluster {
                 if let Some(core) = core {
                     core_affinity::set_for_current(core);
                 }
-                let interval_ns = (1e9 / rate.max(1) as f64) as u128;
+                let interval_ns = ((1e9 / rate.max(1) as f64) as u128).max(1);
                 let start = Instant::now();
+                let start_at = |k: u128, interval: u128| {
+                    start + Duration::from_nanos((k * interval).min(u128::from(u64::MAX)) as u64)
+                };
                 let mut done: u64 = 0;
                 let mut rng = Rng::new(7);
                 while !stop.load(Ordering::Relaxed) {
                     let now = Instant::now();
-                    let due = (now - start).as_nanos() / interval_ns.max(1);
+                    // Slot k is due at start + k * interval: slots 0..=elapsed/interval are due.
+                    let due = (now - start).as_nanos() / interval_ns + 1;
                     let burst = due.saturating_sub(u128::from(done)) as u64;
                     this.burst_max.fetch_max(burst, Ordering::Relaxed);
                     let mut run = 0;
                     while u128::from(done) < due {
-                        let slot =
-                            start + Duration::from_nanos((u128::from(done) * interval_ns) as u64);
-                        this.slot(now, slot, &mut rng);
+                        this.slot(now, start_at(u128::from(done), interval_ns), &mut rng);
                         done += 1;
                         run += 1;
                         // Catching up: let the cache's writer run between groups of events
@@ -243,7 +245,12 @@ impl InprocCluster {
                             thread::yield_now();
                         }
                     }
-                    thread::sleep(Duration::from_micros(500));
+                    // Until the next slot, but at least 50 us and at most 500 us (a wakeup per
+                    // event at high rates would cost more than it measures).
+                    let next = start_at(due, interval_ns).saturating_duration_since(Instant::now());
+                    thread::sleep(
+                        next.clamp(Duration::from_micros(50), Duration::from_micros(500)),
+                    );
                 }
                 // After the row: the rest of the log at once, off schedule (no slot, no lateness).
                 let mut truth = this.truth.lock().expect("truth lock");

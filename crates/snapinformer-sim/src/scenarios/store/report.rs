@@ -183,8 +183,10 @@ pub fn table(report: &StoreReport) -> String {
         p.duration_s,
         report.environment.allocator,
         match &report.repeat {
-            Some(r) => format!("; median of {} runs, [min-max] where runs differ", r.runs),
-            None => String::new(),
+            Some(r) if r.runs > 1 => {
+                format!("; median of {} runs, [min-max] where runs differ", r.runs)
+            }
+            _ => String::new(),
         },
     );
     let _ = writeln!(
