@@ -13,7 +13,7 @@ use snapinformer_sim::{
     rows::{CacheKind, CacheWriter, SimChange},
     scenarios::seed::{
         self, Mode, Row, SeedParams,
-        cache::{Classifier, PodCache, SeedCache, VisibleVersion},
+        cache::{Classifier, PodCache, SeedCache, VisibleVersion, Wiring},
         cluster::InprocCluster,
         controllers::{
             ControllerConfig, Controllers, DaemonListMode, DaemonSpec, PodManagement, Queues,
@@ -319,19 +319,18 @@ fn ordered_ready_creates_one_pod_at_a_time_once_the_lower_ordinals_run() {
     assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 0);
 }
 
-fn classifier() -> Classifier {
-    Classifier { nodes: Default::default(), daemon_uid: "ds-uid".into() }
+fn wiring() -> Wiring {
+    Wiring {
+        classifier: Classifier { nodes: Default::default(), daemon_uid: "ds-uid".into() },
+        notify: Arc::new(queues()),
+        slots: Arc::new(SlotLog::new()),
+        core: None,
+    }
 }
 
 #[test]
 fn the_pipeline_makes_a_version_visible_and_reports_the_staleness_of_each_event() {
-    let cache = HarnessCache::start(
-        CacheKind::Snapshot,
-        classifier(),
-        Arc::new(queues()),
-        Arc::new(SlotLog::new()),
-        None,
-    );
+    let cache = HarnessCache::start(CacheKind::Snapshot, wiring());
     assert!(!cache.wait_for(5, Duration::from_millis(10)));
     let shape = pods::Shape::for_objects(5, 1).with_profile(PodProfile::Small);
     for pod in pods::initial_pods(&shape) {
@@ -349,13 +348,7 @@ fn the_pipeline_makes_a_version_visible_and_reports_the_staleness_of_each_event(
 #[test]
 fn a_delete_of_a_pod_only_the_store_knows_still_reaches_every_cache() {
     for kind in CacheKind::ALL {
-        let cache = HarnessCache::start(
-            kind,
-            classifier(),
-            Arc::new(queues()),
-            Arc::new(SlotLog::new()),
-            None,
-        );
+        let cache = HarnessCache::start(kind, wiring());
         let shape = pods::Shape::for_objects(3, 1).with_profile(PodProfile::Small);
         let all = pods::initial_pods(&shape);
         for pod in &all {

@@ -40,6 +40,17 @@ impl Spread {
     }
 }
 
+/// What a median report records about the runs it comes from.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RepeatInfo {
+    /// How many runs.
+    pub runs: usize,
+    /// Each run's report file, relative to the output directory.
+    pub files: Vec<String>,
+    /// Every figure's minimum and maximum across the runs.
+    pub spread: Spread,
+}
+
 /// A report aggregated over repeated runs: the median report, and the spread.
 #[derive(Debug, Clone)]
 pub struct Repeated<T> {

@@ -22,7 +22,7 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_core::Queue;
 
-use super::slots::Staleness;
+use super::slots::{SlotLog, Staleness};
 use crate::harness::stats::Latency;
 
 /// The controllers' view of the pod cache: the reads they make, with owned results, and the
@@ -116,6 +116,19 @@ pub trait SeedCache: Send + Sync {
     /// Stops the cache once its queue is drained; returns its figures. With `leak`, the cache's
     /// contents are not freed (a worker process that exits right after).
     fn finish(self: Box<Self>, leak: bool) -> CacheOutcome;
+}
+
+/// What a cache under test is connected to.
+#[derive(Clone)]
+pub struct Wiring {
+    /// What the bookkeeping tracks of each pod.
+    pub classifier: Classifier,
+    /// The controllers' event handler.
+    pub notify: Arc<dyn Notify>,
+    /// The scheduled slots of the events the stream delivers (empty over HTTP).
+    pub slots: Arc<SlotLog>,
+    /// The core the cache's writer is pinned to, if any.
+    pub core: Option<core_affinity::CoreId>,
 }
 
 /// Where "this object changed" goes after it became visible (the controllers' event handlers).

@@ -10,15 +10,15 @@ use std::{
 use super::{
     Mode, Row, SeedParams,
     controllers::{DaemonListMode, PodManagement, SetListMode},
-    report::{self, ModeReport, RepeatInfo, SeedReport, SeedRowReport},
+    report::{self, ModeReport, SeedReport, SeedRowReport},
 };
 use crate::{
     harness::{
         heap::HeapMeter,
         placement::Placement,
         plot::{self, PlotRow},
-        repeat::{aggregate_reports, run_file_name},
-        report::{Environment, now_rfc3339},
+        repeat::{RepeatInfo, aggregate_reports, run_file_name},
+        report::{Environment, now_rfc3339, write_json},
         worker::{arg_name, phase_line, progress_bar, run_child},
     },
     pods::PodProfile,
@@ -267,11 +267,6 @@ fn worker(
     write_json(out, &report)?;
     // The row's cache is left for the OS to reclaim.
     std::process::exit(0);
-}
-
-fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), String> {
-    let json = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
-    std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 /// Runs one row of one mode in a worker process, with a fresh test API server for http.

@@ -24,10 +24,10 @@ use snapinformer_store::{Backend, Chunked, Hamt, StoreBuilder};
 
 use super::{
     cache::{
-        Bookkeeper, CacheCounters, CacheOutcome, Changed, Classifier, Notify, PodCache, SeedCache,
+        Bookkeeper, CacheCounters, CacheOutcome, Changed, Notify, PodCache, SeedCache, Wiring,
     },
     pipeline::MAX_BATCH,
-    slots::{SlotLog, Staleness},
+    slots::Staleness,
 };
 use crate::{
     harness::placement::pin,
@@ -56,34 +56,18 @@ pub struct InformerCache<B: Backend> {
     waiter: tokio::runtime::Runtime,
 }
 
-/// Starts our row `kind` (its store backend and reclamation), with the controllers' handler.
+/// Starts our row `kind` (its store backend and reclamation), connected as `wiring` says.
 /// Returns `None` for a row that is not ours.
-pub fn start(
-    kind: CacheKind,
-    classifier: Classifier,
-    notify: Arc<dyn Notify>,
-    slots: Arc<SlotLog>,
-    core: Option<core_affinity::CoreId>,
-) -> Result<Option<Box<dyn SeedCache>>, String> {
+pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache>>, String> {
     let store = || StoreBuilder::new(access::<Pod>()).indexers(pod_indexers());
     Ok(Some(match kind {
-        CacheKind::Snapshot => {
-            Box::new(InformerCache::<Chunked>::start(store(), classifier, notify, slots, core)?)
+        CacheKind::Snapshot => Box::new(InformerCache::<Chunked>::start(store(), wiring)?),
+        CacheKind::SnapshotBg => {
+            Box::new(InformerCache::<Chunked>::start(store().background_reclaim(true), wiring)?)
         }
-        CacheKind::SnapshotBg => Box::new(InformerCache::<Chunked>::start(
-            store().background_reclaim(true),
-            classifier,
-            notify,
-            slots,
-            core,
-        )?),
-        CacheKind::SnapshotHamt => Box::new(InformerCache::<Hamt>::start(
-            store().backend::<Hamt>(),
-            classifier,
-            notify,
-            slots,
-            core,
-        )?),
+        CacheKind::SnapshotHamt => {
+            Box::new(InformerCache::<Hamt>::start(store().backend::<Hamt>(), wiring)?)
+        }
         _ => return Ok(None),
     }))
 }
@@ -153,13 +137,8 @@ impl<B: Backend> PodCache for InformerPodCache<B> {
 }
 
 impl<B: Backend> InformerCache<B> {
-    fn start(
-        store: StoreBuilder<Pod, B>,
-        classifier: Classifier,
-        notify: Arc<dyn Notify>,
-        slots: Arc<SlotLog>,
-        core: Option<core_affinity::CoreId>,
-    ) -> Result<Self, String> {
+    fn start(store: StoreBuilder<Pod, B>, wiring: Wiring) -> Result<Self, String> {
+        let Wiring { classifier, notify, slots, core } = wiring;
         let measured = Arc::new(Mutex::new(Measured::default()));
         let queue_cell: Arc<OnceLock<Arc<dyn Queue<Pod>>>> = Arc::new(OnceLock::new());
         let hook = {

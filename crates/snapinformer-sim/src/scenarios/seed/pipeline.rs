@@ -23,8 +23,8 @@ use snapinformer_core::{Delta, DeltaObject, Queue, QueueConfig, RealFifo, parse_
 
 use super::{
     cache::{
-        Bookkeeper, CacheCounters, CacheOutcome, Changed, Classifier, Notify, Observation,
-        PodCache, SeedCache, VisibleVersion,
+        Bookkeeper, CacheCounters, CacheOutcome, Changed, Notify, Observation, PodCache, SeedCache,
+        VisibleVersion, Wiring,
     },
     slots::{SlotLog, Staleness},
 };
@@ -86,23 +86,9 @@ pub fn harness_pod_cache(
 }
 
 impl HarnessCache {
-    /// Starts the applier (pinned to `core` if given) over an empty cache of `kind`, telling
-    /// `notify` about changes and measuring staleness from `slots`.
-    pub fn start(
-        kind: CacheKind,
-        classifier: Classifier,
-        notify: Arc<dyn Notify>,
-        slots: Arc<SlotLog>,
-        core: Option<core_affinity::CoreId>,
-    ) -> HarnessCache {
-        Self::start_with(
-            kind.build(),
-            kind.takes_events_by_value(),
-            classifier,
-            notify,
-            slots,
-            core,
-        )
+    /// Starts the applier over an empty cache of `kind`, connected as `wiring` says.
+    pub fn start(kind: CacheKind, wiring: Wiring) -> HarnessCache {
+        Self::start_with(kind.build(), kind.takes_events_by_value(), wiring)
     }
 
     /// Starts the applier over `store`. With `ack_first`, each batch is acknowledged before it
@@ -110,11 +96,9 @@ impl HarnessCache {
     pub fn start_with(
         store: Box<dyn CacheWriter>,
         ack_first: bool,
-        classifier: Classifier,
-        notify: Arc<dyn Notify>,
-        slots: Arc<SlotLog>,
-        core: Option<core_affinity::CoreId>,
+        wiring: Wiring,
     ) -> HarnessCache {
+        let Wiring { classifier, notify, slots, core } = wiring;
         let reader = store.reader();
         // The queue knows the store's objects, as client-go's queue knows its indexer.
         let known = Arc::new(KnownPods::new(reader.clone()));

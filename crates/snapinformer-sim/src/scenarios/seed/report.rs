@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{Mode, SeedParams, pipeline::MAX_BATCH};
 use crate::harness::{
     heap::MemoryTrace,
-    repeat::Spread,
+    repeat::RepeatInfo,
     report::{Environment, fmt_us},
     stats::Summary,
 };
@@ -123,17 +123,6 @@ pub struct SeedReport {
     /// For the median of repeated runs: the runs and every figure's range.
     #[serde(default)]
     pub repeat: Option<RepeatInfo>,
-}
-
-/// The runs a median report comes from.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct RepeatInfo {
-    /// How many runs.
-    pub runs: usize,
-    /// Each run's report file, relative to the output directory.
-    pub files: Vec<String>,
-    /// Every figure's minimum and maximum across the runs.
-    pub spread: Spread,
 }
 
 /// One target or comparison, as measured.

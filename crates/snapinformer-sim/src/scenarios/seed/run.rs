@@ -19,7 +19,7 @@ use kube::api::{Api, ListParams};
 
 use super::{
     DAEMON_NAME, DAEMON_NAMESPACE, Mode, Row, SeedParams, ServerInfo,
-    cache::{Classifier, SeedCache, summary},
+    cache::{Classifier, SeedCache, Wiring, summary},
     cluster::{Cluster, HttpCluster, InprocCluster},
     controllers::{ControllerConfig, Controllers, DaemonSpec, Queues, SetSpec},
     informer_cache,
@@ -121,18 +121,10 @@ fn world(
 }
 
 /// Starts the cache of `row`: ours through the informer API, a baseline through the pipeline.
-pub fn start_cache(
-    row: Row,
-    classifier: Classifier,
-    queues: &Queues,
-    slots: Arc<SlotLog>,
-    core: Option<core_affinity::CoreId>,
-) -> Result<Box<dyn SeedCache>, String> {
-    let notify = Arc::new(queues.clone());
-    match informer_cache::start(row.cache, classifier.clone(), notify.clone(), slots.clone(), core)?
-    {
+pub fn start_cache(row: Row, wiring: Wiring) -> Result<Box<dyn SeedCache>, String> {
+    match informer_cache::start(row.cache, wiring.clone())? {
         Some(cache) => Ok(cache),
-        None => Ok(Box::new(HarnessCache::start(row.cache, classifier, notify, slots, core))),
+        None => Ok(Box::new(HarnessCache::start(row.cache, wiring))),
     }
 }
 
@@ -323,7 +315,13 @@ pub fn run_row(
     };
     let cores = params.placement.cores();
     let slots = Arc::new(SlotLog::new());
-    let cache = start_cache(row, classifier, &queues, slots.clone(), cores.writer)?;
+    let wiring = Wiring {
+        classifier,
+        notify: Arc::new(queues.clone()),
+        slots: slots.clone(),
+        core: cores.writer,
+    };
+    let cache = start_cache(row, wiring)?;
     let source = Source::start(&world, params, &*cache, slots, &runtime)?;
     let config = ControllerConfig {
         read_your_writes: row.read_your_writes,

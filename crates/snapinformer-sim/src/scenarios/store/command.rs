@@ -9,15 +9,15 @@ use std::{
 
 use super::{
     StoreParams, StoreRowReport,
-    report::{self, LockCheck, RepeatInfo, StoreReport},
+    report::{self, LockCheck, StoreReport},
     rows::{self, Runner, StoreRow},
 };
 use crate::{
     harness::{
         heap::HeapMeter,
         plot::{self, PlotRow, SweepLine},
-        repeat::{aggregate_reports, run_file_name},
-        report::{Environment, now_rfc3339},
+        repeat::{RepeatInfo, aggregate_reports, run_file_name},
+        report::{Environment, now_rfc3339, write_json},
         worker::{arg_name, phase_line, progress_bar, run_child},
     },
     rows::{CacheKind, lock},
@@ -193,11 +193,6 @@ fn assemble(
         lock_check,
         repeat: None,
     }
-}
-
-fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), String> {
-    let json = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
-    std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 /// The flags every store worker gets: the resolved parameters, never `--quick`.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{StoreParams, StoreRowReport, sweep};
 use crate::{
     harness::{
-        repeat::Spread,
+        repeat::RepeatInfo,
         report::{Environment, TargetCheck, fmt_us},
     },
     rows::lock::WaitTurns,
@@ -32,17 +32,6 @@ pub struct StoreReport {
     /// For the median of repeated runs: the runs and every figure's range.
     #[serde(default)]
     pub repeat: Option<RepeatInfo>,
-}
-
-/// The runs a median report comes from.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct RepeatInfo {
-    /// How many runs.
-    pub runs: usize,
-    /// Each run's report file, relative to the output directory.
-    pub files: Vec<String>,
-    /// Every figure's minimum and maximum across the runs.
-    pub spread: Spread,
 }
 
 /// A writer taking the lock `turns` times for `hold_ms` each while a reader reads in a loop:
