@@ -120,3 +120,32 @@ impl MemorySampler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+
+    impl HeapMeter for Fixed {
+        fn current(&self) -> u64 {
+            7
+        }
+        fn peak(&self) -> u64 {
+            9
+        }
+    }
+
+    static FIXED: Fixed = Fixed;
+
+    #[test]
+    fn the_sampler_records_from_its_start_and_reports_the_allocators_exact_peak() {
+        let trace = MemorySampler::start(&FIXED, Duration::from_secs(3600)).finish();
+        assert_eq!(trace.series.len(), 1, "one sample at the start, none while waiting");
+        assert_eq!(trace.series[0].1, 7);
+        assert_eq!(trace.heap_peak_bytes, 9, "the allocator's peak, not the largest sample");
+        assert_eq!(trace.period_ms, 3_600_000);
+        assert!(trace.rss_peak_bytes >= trace.series[0].2);
+        assert!(trace.rss_peak_bytes > 0, "this process has a resident set");
+    }
+}
