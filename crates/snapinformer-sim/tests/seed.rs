@@ -14,7 +14,7 @@ use snapinformer_sim::{
     scenarios::seed::{
         self, Mode, Row, SeedParams,
         cache::{Classifier, PodCache, SeedCache, VisibleVersion, Wiring},
-        cluster::InprocCluster,
+        cluster::{InprocCluster, StreamPriority},
         controllers::{
             ControllerConfig, Controllers, DaemonListMode, DaemonSpec, PodManagement, Queues,
             SetListMode, SetSpec, slow_start_batch,
@@ -41,6 +41,8 @@ fn params() -> SeedParams {
         pod_profile: Some(PodProfile::Small),
         http_pod_profile: PodProfile::Small,
         placement: Placement::Unpinned,
+        // Tests share the machine: no real-time thread.
+        stream_priority: StreamPriority::Normal,
     }
 }
 

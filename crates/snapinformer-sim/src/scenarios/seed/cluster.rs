@@ -117,7 +117,94 @@ enum Event {
     Deleted(Arc<Pod>),
 }
 
+/// How the in-process watch stream is scheduled.
+///
+/// The stream stands for the API server and the network, which in a real cluster do not share
+/// the controller manager's cores. At the same priority as everything else it falls behind its
+/// schedule whenever the controllers keep both cores busy, and then delivers in bursts: a
+/// faster cache, whose controllers make more progress, would slow its own source. Real-time
+/// priority keeps it on schedule; the CPU it takes is still taken from the measured threads,
+/// and reported.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamPriority {
+    /// `SCHED_FIFO` (set with `chrt`; needs the privilege to, else the stream stays normal).
+    #[default]
+    Realtime,
+    /// The default scheduling policy, like every other thread.
+    Normal,
+}
+
+impl StreamPriority {
+    /// Applies this priority to the calling thread; returns what it got (`realtime`, `normal`,
+    /// or `normal (...)` with the reason a real-time request failed).
+    fn apply_to_this_thread(self) -> String {
+        if self == StreamPriority::Normal {
+            return "normal".into();
+        }
+        let tid = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        let Some(tid) = tid else { return "normal (no thread id)".into() };
+        match std::process::Command::new("chrt")
+            .args(["--fifo", "--pid", "10", &tid])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()
+        {
+            Ok(out) if out.status.success() => "realtime".into(),
+            Ok(out) => format!("normal (chrt: {})", String::from_utf8_lossy(&out.stderr).trim()),
+            Err(e) => format!("normal (chrt: {e})"),
+        }
+    }
+}
+
+/// What the stream thread cost.
+#[derive(Debug, Clone, Default)]
+pub struct StreamStats {
+    /// The scheduling it ran with.
+    pub priority: String,
+    /// CPU seconds it used (user and system).
+    pub cpu_s: f64,
+}
+
+/// CPU seconds (user and system) the calling thread has used, from `/proc/thread-self/stat`.
+fn thread_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): state is the 3rd field, utime the
+    // 14th and stime the 15th, in clock ticks of 1/100 s.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// How an event enters a delta queue.
+type Enqueue = fn(&dyn Queue<Pod>, Arc<Pod>) -> snapinformer_core::queue::Result<()>;
+
+impl Event {
+    fn into_parts(self) -> (Enqueue, Arc<Pod>) {
+        match self {
+            Event::Added(p) => (|q, p| q.add(p), p),
+            Event::Modified(p) => (|q, p| q.update(p), p),
+            Event::Deleted(p) => (|q, p| q.delete(p), p),
+        }
+    }
+}
+
 struct Truth {
+    /// Every pod as it was created (the kubelet's updates are made from it; the truth does not
+    /// keep them, which spares the stream a copy per update).
     pods: HashMap<String, Arc<Pod>>,
     rv: u64,
     /// Writes not yet delivered to the watch (the server's send buffer), in version order.
@@ -138,7 +225,9 @@ struct Truth {
 ///
 /// Each delivered event carries its own copy of the object, as a watch client decodes its own
 /// copy of every event: the cache never shares objects with the cluster, and a cache that takes
-/// events by value (kube-rs) gets a uniquely owned object. Each event's scheduled slot goes to
+/// events by value (kube-rs) gets a uniquely owned object. (A kubelet update is made fresh from
+/// the pod as created and delivered as is; a create is copied on delivery, as the cluster keeps
+/// the created pod.) Each event's scheduled slot goes to
 /// the [`SlotLog`] before the event enters the queue, and the stream's lateness to
 /// [`InprocCluster::lateness`].
 pub struct InprocCluster {
@@ -148,6 +237,8 @@ pub struct InprocCluster {
     slots: Arc<SlotLog>,
     /// Delivery time minus scheduled slot, per event delivered on schedule.
     pub lateness: Lateness,
+    /// Time the stream spent on each slot (building and delivering its event).
+    pub slot_cost: Lateness,
     /// Events delivered to the queue.
     pub delivered: AtomicU64,
     /// Status updates made by the kubelet.
@@ -177,6 +268,7 @@ impl InprocCluster {
             startup_delay,
             slots,
             lateness: Lateness::default(),
+            slot_cost: Lateness::default(),
             delivered: AtomicU64::new(0),
             kubelet_updates: AtomicU64::new(0),
             idle_slots: AtomicU64::new(0),
@@ -207,13 +299,14 @@ impl InprocCluster {
 
     /// Runs the watch stream: `rate` deliveries per second on a fixed schedule, until `stop` is
     /// set; after that, delivers what is left of the log at once (kubelet updates stop). Runs
-    /// pinned to `core` if given.
+    /// pinned to `core` if given, at `priority`. Returns what the stream thread cost.
     pub fn run_stream(
         self: &Arc<Self>,
         rate: u64,
         stop: Arc<AtomicBool>,
         core: Option<core_affinity::CoreId>,
-    ) -> thread::JoinHandle<()> {
+        priority: StreamPriority,
+    ) -> thread::JoinHandle<StreamStats> {
         let this = self.clone();
         thread::Builder::new()
             .name("watch-stream".into())
@@ -221,6 +314,7 @@ impl InprocCluster {
                 if let Some(core) = core {
                     core_affinity::set_for_current(core);
                 }
+                let priority = priority.apply_to_this_thread();
                 let interval_ns = ((1e9 / rate.max(1) as f64) as u128).max(1);
                 let start = Instant::now();
                 let start_at = |k: u128, interval: u128| {
@@ -236,7 +330,9 @@ impl InprocCluster {
                     this.burst_max.fetch_max(burst, Ordering::Relaxed);
                     let mut run = 0;
                     while u128::from(done) < due {
+                        let began = Instant::now();
                         this.slot(now, start_at(u128::from(done), interval_ns), &mut rng);
+                        this.slot_cost.record(began.elapsed());
                         done += 1;
                         run += 1;
                         // Catching up: let the cache's writer run between groups of events
@@ -257,37 +353,59 @@ impl InprocCluster {
                 while let Some(event) = truth.log.pop_front() {
                     this.deliver(event, None);
                 }
+                StreamStats { priority, cpu_s: thread_cpu_seconds().unwrap_or(0.0) }
             })
             .expect("spawn watch stream")
     }
 
-    /// Hands `event` to the queue with a copy of its object of its own (the watch client's
-    /// decoded copy), after recording its scheduled `slot` if it has one.
+    /// Hands `event` to the queue with an object of its own (the watch client's decoded copy:
+    /// copied here if the cluster still holds it), after recording its scheduled `slot` if it
+    /// has one. (Nobody takes a new reference to an event's object: if this is the only one,
+    /// it stays the only one.)
     fn deliver(&self, event: Event, slot: Option<Instant>) {
-        let (Event::Added(shared) | Event::Modified(shared) | Event::Deleted(shared)) = &event;
-        let pod = Arc::new(Pod::clone(shared));
+        let (enqueue, pod) = event.into_parts();
+        let pod = if Arc::strong_count(&pod) == 1 { pod } else { Arc::new(Pod::clone(&pod)) };
         if let Some(slot) = slot {
             self.slots.push(rv_of(&pod), slot);
             self.lateness.record(Instant::now().saturating_duration_since(slot));
         }
         // Closed queue: the row is over; nothing to deliver to.
-        let _ = match event {
-            Event::Added(_) => self.queue.add(pod),
-            Event::Modified(_) => self.queue.update(pod),
-            Event::Deleted(_) => self.queue.delete(pod),
-        };
+        let _ = enqueue(&*self.queue, pod);
         self.delivered.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One delivery slot, scheduled at `slot`. Delivers under the truth lock, so the queue sees
-    /// writes in resource-version order.
+    /// One delivery slot, scheduled at `slot`: the oldest undelivered write, else a kubelet
+    /// update. Only this thread delivers, in the order it takes events from the truth, so the
+    /// queue sees them in resource-version order although the copy and the delivery happen
+    /// after the truth's lock is released (the controllers' writes never wait for them).
     fn slot(&self, now: Instant, slot: Instant, rng: &mut Rng) {
+        match self.next_event(now, rng) {
+            Some(Next::Write(event)) => self.deliver(event, Some(slot)),
+            Some(Next::Start { created, rv }) => {
+                let mut pod = Pod::clone(&created);
+                drop(created);
+                pod.metadata.resource_version = Some(rv.to_string());
+                let status = pod.status.get_or_insert_with(Default::default);
+                status.phase = Some("Running".into());
+                status.pod_ip = Some(format!("10.1.{}.{}", (rv >> 8) & 0xff, rv & 0xff));
+                self.kubelet_updates.fetch_add(1, Ordering::Relaxed);
+                self.deliver(Event::Modified(Arc::new(pod)), Some(slot));
+            }
+            None => {
+                self.idle_slots.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes the next event from the truth, under its lock: the oldest undelivered write, else
+    /// the kubelet's next status update (a pod whose startup delay has passed, else a refresh
+    /// of a running pod) with its resource version.
+    fn next_event(&self, now: Instant, rng: &mut Rng) -> Option<Next> {
         let mut truth = self.truth.lock().expect("truth lock");
         if let Some(event) = truth.log.pop_front() {
-            self.deliver(event, Some(slot));
-            return;
+            return Some(Next::Write(event));
         }
-        let key = loop {
+        let started = loop {
             match truth.starting.front() {
                 Some((at, _)) if *at <= now => {
                     let (_, key) = truth.starting.pop_front().expect("front exists");
@@ -299,36 +417,32 @@ impl InprocCluster {
                 _ => break None,
             }
         };
-        let key = match key {
+        let key = match started {
             Some(key) => key,
-            None if truth.running.is_empty() => {
-                self.idle_slots.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
+            None if truth.running.is_empty() => return None,
             None => {
                 let i = rng.below(truth.running.len());
                 let key = truth.running[i].clone();
                 if !truth.pods.contains_key(&key) {
                     truth.running.swap_remove(i);
-                    self.idle_slots.fetch_add(1, Ordering::Relaxed);
-                    return;
+                    return None;
                 }
                 key
             }
         };
         truth.rv += 1;
         let rv = truth.rv;
-        let old = truth.pods.get(&key).expect("pod exists");
-        let mut pod = Pod::clone(old);
-        pod.metadata.resource_version = Some(rv.to_string());
-        let status = pod.status.get_or_insert_with(Default::default);
-        status.phase = Some("Running".into());
-        status.pod_ip = Some(format!("10.1.{}.{}", (rv >> 8) & 0xff, rv & 0xff));
-        let pod = Arc::new(pod);
-        truth.pods.insert(key, pod.clone());
-        self.kubelet_updates.fetch_add(1, Ordering::Relaxed);
-        self.deliver(Event::Modified(pod), Some(slot));
+        let created = truth.pods.get(&key).expect("pod exists").clone();
+        Some(Next::Start { created, rv })
     }
+}
+
+/// What a slot delivers.
+enum Next {
+    /// A controller's write, from the log.
+    Write(Event),
+    /// The kubelet's status update of the pod created as `created`, at resource version `rv`.
+    Start { created: Arc<Pod>, rv: u64 },
 }
 
 fn key_of(ns: &str, name: &str) -> String {

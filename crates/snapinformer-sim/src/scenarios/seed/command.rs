@@ -9,6 +9,7 @@ use std::{
 
 use super::{
     Mode, Row, SeedParams,
+    cluster::StreamPriority,
     controllers::{DaemonListMode, PodManagement, SetListMode},
     report::{self, ModeReport, SeedReport, SeedRowReport},
 };
@@ -80,6 +81,10 @@ pub struct SeedArgs {
     /// runs) or pinned (writer on the first core, controllers on the last).
     #[arg(long, value_enum, default_value_t = Placement::Unpinned)]
     pub placement: Placement,
+    /// inproc: how the cluster model's stream (the API server's watch) is scheduled: real-time,
+    /// so that it keeps its schedule whatever the controllers do, or normal.
+    #[arg(long, value_enum, default_value_t = StreamPriority::Realtime)]
+    pub stream_priority: StreamPriority,
     /// Runs of every row; the report gives the median and the range of every figure (default
     /// 3, or 1 with --quick).
     #[arg(long)]
@@ -127,6 +132,7 @@ impl SeedArgs {
             pod_profile: self.pod_profile,
             http_pod_profile: self.pod_profile.unwrap_or(PodProfile::Small),
             placement: self.placement,
+            stream_priority: self.stream_priority,
         };
         if self.quick {
             p.sets = 10;
@@ -327,6 +333,7 @@ fn run_worker(
         .args(["--daemon-list", &arg_name(&p.daemon_list)])
         .args(["--policy", &arg_name(&p.policy)])
         .args(["--placement", &arg_name(&p.placement)])
+        .args(["--stream-priority", &arg_name(&p.stream_priority)])
         .args(["--worker", &row.name()])
         .args(["--worker-mode", mode.name()])
         .arg("--worker-out")

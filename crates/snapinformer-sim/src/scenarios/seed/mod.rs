@@ -35,6 +35,7 @@ pub mod slots;
 use std::time::Duration;
 
 use crate::{harness::placement::Placement, pods::PodProfile, rows::CacheKind};
+use cluster::StreamPriority;
 use controllers::{DaemonListMode, PodManagement, SetListMode};
 
 pub use run::run_row;
@@ -145,6 +146,9 @@ pub struct SeedParams {
     /// Where the cache's writer and the controllers run.
     #[serde(default)]
     pub placement: Placement,
+    /// inproc: how the cluster model's stream is scheduled.
+    #[serde(default)]
+    pub stream_priority: StreamPriority,
 }
 
 impl SeedParams {

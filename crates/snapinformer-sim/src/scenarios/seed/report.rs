@@ -34,6 +34,16 @@ pub struct SeedRowReport {
     /// slots, microseconds (it shares the cores with everything measured).
     #[serde(default)]
     pub stream_lateness_us: Summary,
+    /// inproc: the stream's time per slot (building and delivering one event), microseconds.
+    #[serde(default)]
+    pub stream_slot_us: Summary,
+    /// inproc: the scheduling the stream ran with (`realtime`, or `normal` and why).
+    #[serde(default)]
+    pub stream_priority: String,
+    /// inproc: CPU seconds the stream thread used (taken from the cores everything measured
+    /// shares).
+    #[serde(default)]
+    pub stream_cpu_s: f64,
     /// Largest queue depth (deltas queued after a pop, plus the popped batch).
     pub queue_depth_max: u64,
     /// Queue depth when the row ended.
@@ -300,7 +310,15 @@ pub fn table(report: &SeedReport, m: usize) -> String {
         let late: Vec<String> = mode
             .rows
             .iter()
-            .map(|r| format!("{} {}", r.name, fmt_us(r.stream_lateness_us.p99)))
+            .map(|r| {
+                format!(
+                    "{} {} ({:.1} s CPU, {})",
+                    r.name,
+                    fmt_us(r.stream_lateness_us.p99),
+                    r.stream_cpu_s,
+                    r.stream_priority
+                )
+            })
             .collect();
         let _ = writeln!(
             s,
@@ -332,7 +350,7 @@ pub fn staleness_basis(mode: Mode) -> &'static str {
 /// Parameters line for the report's head.
 pub fn describe(p: &SeedParams) -> String {
     format!(
-        "seed: {} StatefulSets x {} replicas in one namespace + a DaemonSet on {} nodes; {} StatefulSet and {} DaemonSet workers, {}; set reads: {:?}, daemon reads: {:?}",
+        "seed: {} StatefulSets x {} replicas in one namespace + a DaemonSet on {} nodes; {} StatefulSet and {} DaemonSet workers, {}; set reads: {:?}, daemon reads: {:?}; inproc: {}/s, stream priority {:?}",
         p.sets,
         p.replicas,
         p.nodes,
@@ -340,6 +358,8 @@ pub fn describe(p: &SeedParams) -> String {
         p.daemon_workers,
         p.placement.name(),
         p.set_list,
-        p.daemon_list
+        p.daemon_list,
+        p.rate,
+        p.stream_priority
     )
 }

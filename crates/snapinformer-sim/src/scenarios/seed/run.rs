@@ -20,7 +20,7 @@ use kube::api::{Api, ListParams};
 use super::{
     DAEMON_NAME, DAEMON_NAMESPACE, Mode, Row, SeedParams, ServerInfo,
     cache::{Classifier, SeedCache, Wiring, summary},
-    cluster::{Cluster, HttpCluster, InprocCluster},
+    cluster::{Cluster, HttpCluster, InprocCluster, StreamStats},
     controllers::{ControllerConfig, Controllers, DaemonSpec, Queues, SetSpec},
     informer_cache,
     pipeline::HarnessCache,
@@ -132,7 +132,7 @@ pub fn start_cache(row: Row, wiring: Wiring) -> Result<Box<dyn SeedCache>, Strin
 enum Source {
     Inproc {
         cluster: Arc<InprocCluster>,
-        stream: thread::JoinHandle<()>,
+        stream: thread::JoinHandle<StreamStats>,
         stop: Arc<AtomicBool>,
     },
     Http {
@@ -177,7 +177,8 @@ impl Source {
                 // The stream stands for the API server, which is neither the cache's writer nor
                 // a controller: never pinned.
                 let stop = Arc::new(AtomicBool::new(false));
-                let stream = cluster.run_stream(params.rate, stop.clone(), None);
+                let stream =
+                    cluster.run_stream(params.rate, stop.clone(), None, params.stream_priority);
                 Ok(Source::Inproc { cluster, stream, stop })
             }
         }
@@ -198,14 +199,18 @@ impl Source {
     }
 
     /// Stops the source once the controllers stopped writing, lets the cache catch up with the
-    /// cluster, and returns the cluster's pod count.
-    fn drain(self, cache: &dyn SeedCache, runtime: &tokio::runtime::Runtime) -> u64 {
+    /// cluster, and returns the cluster's pod count (and, in process, what the stream cost).
+    fn drain(
+        self,
+        cache: &dyn SeedCache,
+        runtime: &tokio::runtime::Runtime,
+    ) -> (u64, Option<StreamStats>) {
         match self {
             Source::Inproc { cluster, stream, stop } => {
                 stop.store(true, Ordering::Relaxed);
-                let _ = stream.join();
+                let stats = stream.join().ok();
                 cache.wait_for(cluster.resource_version(), Duration::from_secs(120));
-                cluster.pod_count() as u64
+                (cluster.pod_count() as u64, stats)
             }
             Source::Http { reflector, client, .. } => {
                 let count = runtime
@@ -227,7 +232,7 @@ impl Source {
                     thread::sleep(Duration::from_millis(50));
                 }
                 runtime.block_on(reflector.stop());
-                count
+                (count, None)
             }
         }
     }
@@ -349,8 +354,9 @@ pub fn run_row(
         let _ = w.join();
     }
     let lateness = source.inproc().map(|c| c.lateness.latency().summary()).unwrap_or_default();
+    let slot_cost = source.inproc().map(|c| c.slot_cost.latency().summary()).unwrap_or_default();
     let stream_burst_max = source.inproc().map_or(0, |c| c.burst_max.load(Ordering::Relaxed));
-    let cluster_pods = source.drain(&*cache, &runtime);
+    let (cluster_pods, stream) = source.drain(&*cache, &runtime);
     let outcome = cache.finish(leak_at_end);
     let memory = sampler.finish();
     let c = &controllers.counters;
@@ -363,6 +369,9 @@ pub fn run_row(
         staleness_us: outcome.staleness.from_slot.summary(),
         staleness_from_queue_us: outcome.staleness.from_queue.summary(),
         stream_lateness_us: lateness,
+        stream_slot_us: slot_cost,
+        stream_priority: stream.as_ref().map(|s| s.priority.clone()).unwrap_or_default(),
+        stream_cpu_s: stream.as_ref().map_or(0.0, |s| s.cpu_s),
         queue_depth_max: outcome.depth_max,
         queue_depth_end: watched.queue_depth_end,
         undelivered_max: watched.undelivered_max,
