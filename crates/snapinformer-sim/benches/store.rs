@@ -1,19 +1,29 @@
-//! Criterion micro-benchmarks of the stores: applying a batch of 1000 updates (at 20,000 pods)
-//! and the three reads (at 200,000 pods, where the by_index target is set), for our backends and
-//! the baselines. Single-threaded: no contention, just the cost of each operation.
+//! Criterion micro-benchmarks of the caches under test, single-threaded (no contention, the cost
+//! of each operation alone):
+//!
+//! - `apply_1000_updates_at_20k/<row>`: one batch of 1000 updates at 20,000 pods;
+//! - `reads_at_200k/<read>/<row>`: the three reads at 200,000 pods (where the by_index target
+//!   is set), **owned** for every row (copied `Arc`s, as client-go copies pointers);
+//! - `reads_at_200k/<read>_borrowed/<row>`: the same reads borrowed from a snapshot, our rows
+//!   only: an extra, reported beside the owned figures;
+//! - `arc_vs_pointer_at_200k`: cloning (and dropping) the `Arc` of each of 200,000 pods against
+//!   copying plain pointers to them: the per-object cost an owned Rust read pays and a Go list
+//!   does not;
+//! - `snapshot_get_by_key_at_200k`, `reader_snapshot`.
 //!
 //! `cargo bench -p snapinformer-sim --bench store`
 #![allow(missing_docs)]
 
-use std::hint::black_box;
+use std::{hint::black_box, sync::Arc};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
 use snapinformer_sim::{
-    backends::{BackendKind, SimStore},
     pods::{self, NAMESPACE, Shape},
+    rows::{CacheKind, CacheWriter},
 };
 
-fn populated(kind: BackendKind, objects: usize) -> (Box<dyn SimStore>, Shape) {
+fn populated(kind: CacheKind, objects: usize) -> (Box<dyn CacheWriter>, Shape) {
     let shape = Shape::for_objects(objects, 1000);
     let mut store = kind.build();
     for chunk in pods::initial_pods(&shape).chunks(1000) {
@@ -25,7 +35,7 @@ fn populated(kind: BackendKind, objects: usize) -> (Box<dyn SimStore>, Shape) {
 fn apply(c: &mut Criterion) {
     let mut g = c.benchmark_group("apply_1000_updates_at_20k");
     g.sample_size(20);
-    for kind in BackendKind::ALL {
+    for kind in CacheKind::ALL {
         let (mut store, shape) = populated(kind, 20_000);
         let mut rv = 1_000_000u64;
         g.bench_function(BenchmarkId::from_parameter(kind.name()), |b| {
@@ -45,14 +55,22 @@ fn apply(c: &mut Criterion) {
 fn reads(c: &mut Criterion) {
     let mut g = c.benchmark_group("reads_at_200k");
     g.sample_size(20);
-    for kind in BackendKind::ALL {
-        if kind == BackendKind::SnapshotBg {
-            continue; // reads are those of `snapshot`
+    for kind in CacheKind::ALL {
+        // Reads of the same structure as another row's: `snapshot`'s, `locked`'s.
+        if matches!(
+            kind,
+            CacheKind::SnapshotBg
+                | CacheKind::LockedStd
+                | CacheKind::LockedBg
+                | CacheKind::LockedBatch
+        ) {
+            continue;
         }
         let (store, _shape) = populated(kind, 200_000);
         let reader = store.reader();
+        let owner = pods::owner_uid(7);
         g.bench_function(BenchmarkId::new("by_owner_1000", kind.name()), |b| {
-            b.iter(|| black_box(reader.by_owner(&pods::owner_uid(7))))
+            b.iter(|| black_box(reader.by_owner(&owner)))
         });
         g.bench_function(BenchmarkId::new("list_all", kind.name()), |b| {
             b.iter(|| black_box(reader.list_all()))
@@ -60,7 +78,40 @@ fn reads(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("ns_list_selector", kind.name()), |b| {
             b.iter(|| black_box(reader.list_namespace_selector(NAMESPACE, "app", "web-7")))
         });
+        if let Some(borrowed) = reader.borrowed() {
+            g.bench_function(BenchmarkId::new("by_owner_1000_borrowed", kind.name()), |b| {
+                b.iter(|| black_box(borrowed.by_owner_refs(&owner)))
+            });
+            g.bench_function(BenchmarkId::new("list_all_borrowed", kind.name()), |b| {
+                b.iter(|| black_box(borrowed.list_all_refs()))
+            });
+            g.bench_function(BenchmarkId::new("ns_list_selector_borrowed", kind.name()), |b| {
+                b.iter(|| {
+                    black_box(borrowed.list_namespace_selector_refs(NAMESPACE, "app", "web-7"))
+                })
+            });
+        }
     }
+    g.finish();
+}
+
+fn arc_vs_pointer(c: &mut Criterion) {
+    let shape = Shape::for_objects(200_000, 1000);
+    let all: Vec<Arc<Pod>> = pods::initial_pods(&shape);
+    let mut g = c.benchmark_group("arc_vs_pointer_at_200k");
+    g.sample_size(20);
+    g.bench_function("arc_clone_and_drop", |b| {
+        b.iter(|| {
+            let copy: Vec<Arc<Pod>> = all.to_vec();
+            drop(black_box(copy));
+        })
+    });
+    g.bench_function("pointer_copy", |b| {
+        b.iter(|| {
+            let copy: Vec<&Pod> = all.iter().map(|p| &**p).collect();
+            drop(black_box(copy));
+        })
+    });
     g.finish();
 }
 
@@ -79,5 +130,5 @@ fn snapshot_ops(c: &mut Criterion) {
     c.bench_function("reader_snapshot", |b| b.iter(|| black_box(r.snapshot().len())));
 }
 
-criterion_group!(benches, apply, reads, snapshot_ops);
+criterion_group!(benches, apply, reads, arc_vs_pointer, snapshot_ops);
 criterion_main!(benches);

@@ -16,10 +16,9 @@ use k8s_openapi::{
 };
 use snapinformer_store::{IndexFn, Indexers};
 
-/// Name of the owner-UID index in every backend that has indexes.
-pub const OWNER_INDEX: &str = "owner";
-/// Name of the node-name index.
-pub const NODE_INDEX: &str = "node";
+/// The index names of every cache under test that has indexes: the Kubernetes layer's, so
+/// that a pod informer built with `snapinformer_kube::pods` and the simulator's caches agree.
+pub use snapinformer_kube::{NODE_NAME_INDEX, OWNER_UID_INDEX};
 /// The namespace every scenario pod lives in (the report's worst case: one namespace).
 pub const NAMESPACE: &str = "default";
 
@@ -302,16 +301,17 @@ pub fn pod_node(p: &Pod) -> Option<&str> {
     p.spec.as_ref()?.node_name.as_deref()
 }
 
-/// The indexes our store gets: owner UID (covering: the controllers' hot lookup) and node name
-/// (namespace is built in). The locked baseline gets the same index functions as plain key
-/// indexes, as client-go has no other kind.
+/// The indexes our store gets, as `snapinformer_kube::pods` builds them: owner UID (covering:
+/// the controllers' hot lookup) and node name (namespace is built in). The locked baseline gets
+/// the same index functions as plain key indexes, as client-go has no other kind.
 pub fn pod_indexers() -> Indexers<Pod> {
     Indexers::new()
-        .with_covering(OWNER_INDEX, IndexFn::owner_uid(access::<Pod>()))
-        .with(NODE_INDEX, IndexFn::field(pod_node))
+        .with_covering(OWNER_UID_INDEX, IndexFn::owner_uid(access::<Pod>()))
+        .with(NODE_NAME_INDEX, IndexFn::field(pod_node))
 }
 
-/// Deterministic xorshift generator (the figures must not depend on a seed source).
+/// The simulator's one seeded generator: xorshift64, deterministic from its seed (the figures
+/// must not depend on a seed source; the soak seeds it from the clock on purpose).
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
 
@@ -319,6 +319,14 @@ impl Rng {
     /// A generator from a seed.
     pub fn new(seed: u64) -> Self {
         Rng(seed.max(1))
+    }
+    /// A generator seeded from the clock and `salt` (a run that should differ every time).
+    pub fn from_clock(salt: u64) -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Rng::new(now ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
     /// Next value.
     pub fn next_u64(&mut self) -> u64 {
@@ -330,6 +338,15 @@ impl Rng {
     /// Uniform below `n`.
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
+    }
+    /// Uniform between `lo` and `hi` (microsecond steps).
+    pub fn between(
+        &mut self,
+        lo: std::time::Duration,
+        hi: std::time::Duration,
+    ) -> std::time::Duration {
+        let span = hi.saturating_sub(lo).as_micros() as u64;
+        lo + std::time::Duration::from_micros(self.next_u64() % (span + 1))
     }
 }
 

@@ -1,4 +1,4 @@
-//! The `seed` scenario's controllers and pipeline, at a small scale.
+//! The `seed` scenario's controllers and pipelines, at a small scale.
 
 use std::{
     sync::{Arc, atomic::Ordering},
@@ -6,31 +6,23 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer_core::{DeltaFifo, Queue};
+use snapinformer_core::{Queue, RealFifo};
 use snapinformer_sim::{
-    backends::{BackendKind, SimChange},
+    harness::{heap::NoHeap, placement::Placement},
     pods::{self, PodProfile},
-    seed::{
+    rows::{CacheKind, CacheWriter, SimChange},
+    scenarios::seed::{
         self, Mode, Row, SeedParams,
-        cache::Visible,
-        cluster::InprocCluster,
+        cache::{Classifier, PodCache, SeedCache, VisibleVersion, Wiring},
+        cluster::{InprocCluster, StreamPriority},
         controllers::{
-            ControllerConfig, Controllers, DaemonSpec, PodManagement, Queues, SetListMode, SetSpec,
+            ControllerConfig, Controllers, DaemonListMode, DaemonSpec, PodManagement, Queues,
+            SetListMode, SetSpec, slow_start_batch,
         },
+        pipeline::{HarnessCache, harness_pod_cache},
+        slots::SlotLog,
     },
-    store_scenario::HeapMeter,
 };
-
-struct NoHeap;
-
-impl HeapMeter for NoHeap {
-    fn current(&self) -> u64 {
-        0
-    }
-    fn peak(&self) -> u64 {
-        0
-    }
-}
 
 fn params() -> SeedParams {
     SeedParams {
@@ -44,9 +36,13 @@ fn params() -> SeedParams {
         max_time_s: 60.0,
         settle_s: 0.3,
         set_list: SetListMode::Namespace,
+        daemon_list: DaemonListMode::OwnerIndex,
         policy: PodManagement::Parallel,
         pod_profile: Some(PodProfile::Small),
         http_pod_profile: PodProfile::Small,
+        placement: Placement::Unpinned,
+        // Tests share the machine: no real-time thread.
+        stream_priority: StreamPriority::Normal,
     }
 }
 
@@ -75,62 +71,100 @@ fn config(read_your_writes: bool, set_list: SetListMode) -> ControllerConfig {
     ControllerConfig {
         read_your_writes,
         set_list,
+        daemon_list: DaemonListMode::OwnerIndex,
         policy: PodManagement::Parallel,
         set_workers: 1,
         daemon_workers: 1,
         profile: PodProfile::Small,
-        daemon_list_once: false,
     }
+}
+
+fn queues() -> Queues {
+    Queues::new("kube-system/kube-proxy".into())
 }
 
 /// A cluster whose watch delivers nothing (no stream thread): the cache stays empty, as a
 /// cache that has fallen behind does.
 fn frozen_cluster() -> Arc<InprocCluster> {
     let queue: Arc<dyn Queue<Pod>> =
-        Arc::new(DeltaFifo::without_known_objects(pods::access::<Pod>()));
-    Arc::new(InprocCluster::new(queue, Duration::ZERO))
+        Arc::new(RealFifo::without_known_objects(pods::access::<Pod>()));
+    Arc::new(InprocCluster::new(queue, Arc::new(SlotLog::new()), Duration::ZERO))
+}
+
+/// A cache of `kind` that nothing feeds, read as the controllers read a harness cache.
+fn idle_cache(kind: CacheKind) -> (Box<dyn CacheWriter>, Arc<dyn PodCache>, Arc<VisibleVersion>) {
+    let store = kind.build();
+    let visible = Arc::new(VisibleVersion::default());
+    let cache = harness_pod_cache(store.reader(), visible.clone());
+    (store, cache, visible)
 }
 
 #[test]
-fn a_stale_cache_makes_the_statefulset_controller_recreate_pods_and_get_409s() {
+fn slow_start_batch_stops_after_the_first_batch_with_a_failure() {
+    let mut calls = Vec::new();
+    let (ok, err) = slow_start_batch(10, 1, None, |i| {
+        calls.push(i);
+        if i == 4 { Err(i) } else { Ok(()) }
+    });
+    // Batches [0], [1, 2], [3, 4, 5, 6]: the whole failed batch runs, nothing after it.
+    assert_eq!(calls, (0..=6).collect::<Vec<_>>());
+    assert_eq!((ok, err), (6, Some(4)));
+    let (ok, err) = slow_start_batch(1200, 1, Some(500), |_| Ok::<(), ()>(()));
+    assert_eq!((ok, err), (1200, None));
+}
+
+#[test]
+fn slow_start_batch_doubles_up_to_its_cap() {
+    // A failure at index i stops after the batch containing i: the last call made is that
+    // batch's end.
+    let end_of_batch_with = |i: usize, cap: Option<usize>| {
+        let mut last = 0;
+        slow_start_batch(5000, 1, cap, |j| {
+            last = j;
+            if j == i { Err(()) } else { Ok(()) }
+        });
+        last
+    };
+    assert_eq!(end_of_batch_with(0, Some(500)), 0);
+    assert_eq!(end_of_batch_with(2, Some(500)), 2);
+    assert_eq!(end_of_batch_with(3, Some(500)), 6);
+    // 1 + 2 + ... + 256 = 511 ordinals, then batches of 500.
+    assert_eq!(end_of_batch_with(511, Some(500)), 1010);
+    assert_eq!(end_of_batch_with(511, None), 1022);
+}
+
+#[test]
+fn a_stale_cache_makes_the_statefulset_controller_get_a_409_and_stop_at_that_batch() {
     for list in [SetListMode::Namespace, SetListMode::OwnerIndex] {
-        let store = BackendKind::Locked.build();
-        let reader = store.reader();
+        let (_store, cache, _visible) = idle_cache(CacheKind::Locked);
         let cluster = frozen_cluster();
-        let c = Controllers::new(
-            config(false, list),
-            sets(1, 5),
-            daemon(2),
-            cluster.clone(),
-            Arc::new(Visible::default()),
-            Queues::new("kube-system/kube-proxy".into()),
-        );
-        assert!(c.sync(&*reader, "default/web-0"));
+        let c =
+            Controllers::new(config(false, list), sets(1, 5), daemon(2), cluster.clone(), queues());
+        assert!(c.sync(&*cache, "default/web-0"));
         assert_eq!(c.counters.set_creates.load(Ordering::Relaxed), 5);
         assert_eq!(cluster.pod_count(), 5);
-        // The cache has not seen the creates: the next sync creates all five again.
-        assert!(c.sync(&*reader, "default/web-0"));
-        assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 5, "{list:?}");
+        // The cache has not seen the creates: the next sync creates ordinal 0 again, gets a 409
+        // in its first batch, and stops there (client-go's slowStartBatch).
+        assert!(!c.sync(&*cache, "default/web-0"), "the sync failed");
+        assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 1, "{list:?}");
+        assert_eq!(c.counters.set_creates.load(Ordering::Relaxed), 5);
         assert_eq!(cluster.pod_count(), 5);
     }
 }
 
 #[test]
 fn read_your_writes_defers_a_sync_until_the_cache_includes_the_last_write() {
-    let store = BackendKind::Snapshot.build();
-    let reader = store.reader();
+    let (_store, cache, visible) = idle_cache(CacheKind::Snapshot);
     let cluster = frozen_cluster();
-    let visible = Arc::new(Visible::default());
     let c = Controllers::new(
         config(true, SetListMode::OwnerIndex),
         sets(1, 5),
         daemon(2),
         cluster.clone(),
-        visible.clone(),
-        Queues::new("kube-system/kube-proxy".into()),
+        queues(),
     );
-    assert!(c.sync(&*reader, "default/web-0"));
-    assert!(c.sync(&*reader, "default/web-0"));
+    assert!(c.sync(&*cache, "default/web-0"));
+    assert!(c.sync(&*cache, "default/web-0"));
     assert_eq!(c.counters.set_creates.load(Ordering::Relaxed), 5);
     assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 0);
     assert_eq!(c.counters.ryw_deferrals.load(Ordering::Relaxed), 1);
@@ -139,58 +173,52 @@ fn read_your_writes_defers_a_sync_until_the_cache_includes_the_last_write() {
 
 #[test]
 fn a_stale_cache_makes_the_daemonset_controller_create_a_second_pod_per_node() {
-    let store = BackendKind::Snapshot.build();
-    let reader = store.reader();
-    let cluster = frozen_cluster();
-    let c = Controllers::new(
-        config(false, SetListMode::Namespace),
-        sets(1, 1),
-        daemon(3),
-        cluster.clone(),
-        Arc::new(Visible::default()),
-        Queues::new("kube-system/kube-proxy".into()),
-    );
-    assert!(c.sync(&*reader, "kube-system/kube-proxy"));
-    assert!(c.sync(&*reader, "kube-system/kube-proxy"));
-    assert_eq!(c.counters.daemon_creates.load(Ordering::Relaxed), 6);
-    assert_eq!(c.duplicate_daemon_pods(), 3);
+    for daemon_list in [DaemonListMode::OwnerIndex, DaemonListMode::NodeIndex] {
+        let (_store, cache, _visible) = idle_cache(CacheKind::Snapshot);
+        let cluster = frozen_cluster();
+        let mut cfg = config(false, SetListMode::Namespace);
+        cfg.daemon_list = daemon_list;
+        let c = Controllers::new(cfg, sets(1, 1), daemon(3), cluster.clone(), queues());
+        assert!(c.sync(&*cache, "kube-system/kube-proxy"));
+        assert!(c.sync(&*cache, "kube-system/kube-proxy"));
+        assert_eq!(c.counters.daemon_creates.load(Ordering::Relaxed), 6, "{daemon_list:?}");
+        assert_eq!(c.duplicate_daemon_pods(), 3);
+    }
 }
 
 #[test]
 fn the_daemonset_controller_deletes_extra_pods_it_sees_on_a_node() {
-    let mut store = BackendKind::Snapshot.build();
-    let reader = store.reader();
+    let (mut store, cache, _visible) = idle_cache(CacheKind::Snapshot);
     let cluster = frozen_cluster();
     let c = Controllers::new(
         config(false, SetListMode::Namespace),
         sets(1, 1),
         daemon(1),
         cluster.clone(),
-        Arc::new(Visible::default()),
-        Queues::new("kube-system/kube-proxy".into()),
+        queues(),
     );
-    assert!(c.sync(&*reader, "kube-system/kube-proxy"));
-    assert!(c.sync(&*reader, "kube-system/kube-proxy"));
+    assert!(c.sync(&*cache, "kube-system/kube-proxy"));
+    assert!(c.sync(&*cache, "kube-system/kube-proxy"));
     assert_eq!(cluster.pod_count(), 2);
     // Now the cache shows both pods of the node: the controller keeps one.
     let changes = cluster.pods().into_iter().map(SimChange::Upsert).collect();
     store.apply_changes(changes, &mut |_, _| {});
-    assert!(c.sync(&*reader, "kube-system/kube-proxy"));
+    assert!(c.sync(&*cache, "kube-system/kube-proxy"));
     assert_eq!(c.counters.daemon_deletes.load(Ordering::Relaxed), 1);
     assert_eq!(cluster.pod_count(), 1);
 }
 
 #[test]
-fn every_backend_applies_deletes_and_serves_the_controllers_reads() {
-    for kind in BackendKind::ALL {
+fn every_cache_applies_deletes_and_serves_the_controllers_reads() {
+    for kind in CacheKind::ALL {
         let mut store = kind.build();
         let reader = store.reader();
         let shape = pods::Shape::for_objects(20, 4).with_profile(PodProfile::Small);
         let all = pods::initial_pods(&shape);
         store.apply(all.clone(), &mut |_, _| {});
-        assert_eq!(reader.pods_in_namespace(pods::NAMESPACE, "app", "web-0").len(), 20, "{kind:?}");
-        assert_eq!(reader.pods_by_owner(&pods::owner_uid(0)).len(), 20, "{kind:?}");
-        assert_eq!(reader.pods_by_node(&pods::node_name(1)).len(), 5, "{kind:?}");
+        assert_eq!(reader.list_namespace_selector(pods::NAMESPACE, "app", "web-0").len(), 20);
+        assert_eq!(reader.by_owner(&pods::owner_uid(0)).len(), 20, "{kind:?}");
+        assert_eq!(reader.by_node(&pods::node_name(1)).len(), 5, "{kind:?}");
         let key: Arc<str> = Arc::from(format!("{}/web-0-1", pods::NAMESPACE));
         store.apply_changes(
             vec![
@@ -199,24 +227,32 @@ fn every_backend_applies_deletes_and_serves_the_controllers_reads() {
             ],
             &mut |_, _| {},
         );
-        assert_eq!(reader.list_all(), 19, "{kind:?}");
-        assert_eq!(reader.pods_by_node(&pods::node_name(1)).len(), 4, "{kind:?}");
-        assert_eq!(reader.pods_by_owner(&pods::owner_uid(0)).len(), 19, "{kind:?}");
+        assert_eq!(reader.list_all().len(), 19, "{kind:?}");
+        assert_eq!(reader.by_node(&pods::node_name(1)).len(), 4, "{kind:?}");
+        assert_eq!(reader.by_owner(&pods::owner_uid(0)).len(), 19, "{kind:?}");
+        assert_eq!(reader.borrowed().is_some(), kind.is_ours(), "{kind:?}");
     }
 }
 
 #[test]
-fn with_read_your_writes_every_backend_converges_in_process_without_wrong_decisions() {
-    for backend in [BackendKind::Snapshot, BackendKind::Locked, BackendKind::KubeRs] {
-        let row = Row { backend, read_your_writes: true };
+fn with_read_your_writes_every_row_converges_in_process_without_wrong_decisions() {
+    for cache in [CacheKind::Snapshot, CacheKind::Locked, CacheKind::LockedStd, CacheKind::KubeRs] {
+        let row = Row { cache, read_your_writes: true };
         let report =
             seed::run_row(row, Mode::Inproc, &params(), None, &NoHeap, &|_| {}, false).unwrap();
-        assert_eq!(report.conflicts_409, 0, "{backend:?}");
-        assert_eq!(report.duplicate_daemon_pods, 0, "{backend:?}");
-        assert!(report.time_to_all_running_s.is_some(), "{backend:?} did not converge");
-        assert_eq!(report.set_creates, 120, "{backend:?}");
-        assert_eq!(report.cache_pods, report.cluster_pods, "{backend:?}");
-        assert_eq!(report.cluster_pods, 126, "{backend:?}");
+        assert_eq!(report.conflicts_409, 0, "{cache:?}");
+        assert_eq!(report.duplicate_daemon_pods, 0, "{cache:?}");
+        assert!(report.time_to_all_running_s.is_some(), "{cache:?} did not converge");
+        assert_eq!(report.set_creates, 120, "{cache:?}");
+        assert_eq!(report.cache_pods, report.cluster_pods, "{cache:?}");
+        assert_eq!(report.cluster_pods, 126, "{cache:?}");
+        // The stream delivers each event's own copy: kube-rs' store copies it once, itself.
+        assert_eq!(report.extra_copies, 0, "{cache:?}");
+        assert!(report.staleness_us.count > 0, "{cache:?}");
+        assert!(
+            report.staleness_us.p50 >= report.staleness_from_queue_us.p50,
+            "{cache:?}: staleness from the slot includes the time before the queue"
+        );
     }
 }
 
@@ -226,7 +262,7 @@ fn over_http_the_controllers_converge_and_the_cache_equals_the_server() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let server = runtime.block_on(seed::start_server(&params)).unwrap();
     let info = seed::ServerInfo { url: server.url() };
-    let row = Row { backend: BackendKind::Snapshot, read_your_writes: true };
+    let row = Row { cache: CacheKind::Snapshot, read_your_writes: true };
     let report = std::thread::scope(|s| {
         s.spawn(|| seed::run_row(row, Mode::Http, &params, Some(&info), &NoHeap, &|_| {}, false))
             .join()
@@ -245,28 +281,22 @@ fn over_http_the_controllers_converge_and_the_cache_equals_the_server() {
 #[test]
 fn rows_parse_from_their_names() {
     let row = Row::parse("locked-batch+ryw").unwrap();
-    assert_eq!(row, Row { backend: BackendKind::LockedBatch, read_your_writes: true });
+    assert_eq!(row, Row { cache: CacheKind::LockedBatch, read_your_writes: true });
     assert_eq!(row.name(), "locked-batch+ryw");
-    assert!(Row::parse("etcd").unwrap_err().contains("unknown backend"));
+    assert!(Row::parse("etcd").unwrap_err().contains("unknown cache"));
+    let defaults = Row::defaults();
+    assert_eq!(defaults.len(), 8);
+    assert!(defaults[..4].iter().all(|r| r.read_your_writes), "+ryw rows come first");
 }
 
 #[test]
 fn ordered_ready_creates_one_pod_at_a_time_once_the_lower_ordinals_run() {
-    let mut store = BackendKind::Snapshot.build();
-    let reader = store.reader();
+    let (mut store, cache, _visible) = idle_cache(CacheKind::Snapshot);
     let cluster = frozen_cluster();
     let mut cfg = config(false, SetListMode::OwnerIndex);
     cfg.policy = PodManagement::OrderedReady;
-    let c = Controllers::new(
-        cfg,
-        sets(1, 3),
-        daemon(1),
-        cluster.clone(),
-        Arc::new(Visible::default()),
-        Queues::new("kube-system/kube-proxy".into()),
-    );
-    let show_cluster = |store: &mut Box<dyn snapinformer_sim::backends::SimStore>,
-                        running: bool| {
+    let c = Controllers::new(cfg, sets(1, 3), daemon(1), cluster.clone(), queues());
+    let show_cluster = |store: &mut Box<dyn CacheWriter>, running: bool| {
         let changes = cluster
             .pods()
             .into_iter()
@@ -280,63 +310,59 @@ fn ordered_ready_creates_one_pod_at_a_time_once_the_lower_ordinals_run() {
             .collect();
         store.apply_changes(changes, &mut |_, _| {});
     };
-    assert!(c.sync(&*reader, "default/web-0"));
+    assert!(c.sync(&*cache, "default/web-0"));
     assert_eq!(cluster.pod_count(), 1, "only ordinal 0");
     show_cluster(&mut store, false);
-    assert!(c.sync(&*reader, "default/web-0"));
+    assert!(c.sync(&*cache, "default/web-0"));
     assert_eq!(cluster.pod_count(), 1, "ordinal 0 is not running yet");
     show_cluster(&mut store, true);
-    assert!(c.sync(&*reader, "default/web-0"));
+    assert!(c.sync(&*cache, "default/web-0"));
     assert_eq!(cluster.pod_count(), 2, "ordinal 1 once ordinal 0 runs");
     assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 0);
 }
 
-#[test]
-fn waiting_for_a_visible_version_returns_once_it_is_reached_or_times_out() {
-    let store = BackendKind::Snapshot.build();
-    let queues = Queues::new("kube-system/kube-proxy".into());
-    let classifier = snapinformer_sim::seed::cache::Classifier {
-        nodes: Default::default(),
-        daemon_uid: "ds-uid".into(),
-    };
-    let cache =
-        snapinformer_sim::seed::cache::Cache::start(store, classifier, Arc::new(queues), None);
-    assert!(!cache.visible.wait_for(5, Duration::from_millis(10)));
-    let shape = pods::Shape::for_objects(5, 1).with_profile(PodProfile::Small);
-    for pod in pods::initial_pods(&shape) {
-        cache.queue.add(pod).unwrap();
+fn wiring() -> Wiring {
+    Wiring {
+        classifier: Classifier { nodes: Default::default(), daemon_uid: "ds-uid".into() },
+        notify: Arc::new(queues()),
+        slots: Arc::new(SlotLog::new()),
+        core: None,
     }
-    // Resource versions 1..=5: the applier makes 5 visible.
-    assert!(cache.visible.wait_for(5, Duration::from_secs(20)));
-    assert_eq!(cache.counters.applied.load(Ordering::Relaxed), 5);
-    let (_store, staleness) = cache.stop();
-    assert_eq!(staleness.count(), 5);
 }
 
 #[test]
-fn a_delete_of_a_pod_only_the_store_knows_still_reaches_every_backend() {
-    for kind in BackendKind::ALL {
-        let store = kind.build();
-        let reader = store.reader();
-        let classifier = snapinformer_sim::seed::cache::Classifier {
-            nodes: Default::default(),
-            daemon_uid: "ds-uid".into(),
-        };
-        let queues = Queues::new("kube-system/kube-proxy".into());
-        let cache =
-            snapinformer_sim::seed::cache::Cache::start(store, classifier, Arc::new(queues), None);
+fn the_pipeline_makes_a_version_visible_and_reports_the_staleness_of_each_event() {
+    let cache = HarnessCache::start(CacheKind::Snapshot, wiring());
+    assert!(!cache.wait_for(5, Duration::from_millis(10)));
+    let shape = pods::Shape::for_objects(5, 1).with_profile(PodProfile::Small);
+    for pod in pods::initial_pods(&shape) {
+        cache.queue().add(pod).unwrap();
+    }
+    // Resource versions 1..=5: the applier makes 5 visible.
+    assert!(cache.wait_for(5, Duration::from_secs(20)));
+    let outcome = Box::new(cache).finish(false);
+    assert_eq!(outcome.applied, 5);
+    assert_eq!(outcome.staleness.from_queue.count(), 5);
+    assert_eq!(outcome.staleness.with_slot, 0, "nothing was scheduled");
+    assert_eq!(outcome.pods, 5);
+}
+
+#[test]
+fn a_delete_of_a_pod_only_the_store_knows_still_reaches_every_cache() {
+    for kind in CacheKind::ALL {
+        let cache = HarnessCache::start(kind, wiring());
         let shape = pods::Shape::for_objects(3, 1).with_profile(PodProfile::Small);
         let all = pods::initial_pods(&shape);
         for pod in &all {
-            cache.queue.add(pod.clone()).unwrap();
+            cache.queue().add(pod.clone()).unwrap();
         }
-        assert!(cache.visible.wait_for(3, Duration::from_secs(20)), "{kind:?}");
+        assert!(cache.wait_for(3, Duration::from_secs(20)), "{kind:?}");
         // Nothing is queued for this key any more: only the store knows it.
         let mut gone = Pod::clone(&all[1]);
         gone.metadata.resource_version = Some("4".into());
-        cache.queue.delete(Arc::new(gone)).unwrap();
-        assert!(cache.visible.wait_for(4, Duration::from_secs(20)), "{kind:?}: delete dropped");
-        assert_eq!(reader.list_all(), 2, "{kind:?}");
-        drop(cache.stop());
+        cache.queue().delete(Arc::new(gone)).unwrap();
+        assert!(cache.wait_for(4, Duration::from_secs(20)), "{kind:?}: delete dropped");
+        assert_eq!(cache.reader().list_all().len(), 2, "{kind:?}");
+        drop(Box::new(cache).finish(false));
     }
 }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use snapinformer_sim::{
-    soak::{self, SoakParams, Ui},
-    store_scenario::HeapMeter,
+    harness::heap::HeapMeter,
+    scenarios::soak::{self, SoakParams, Ui},
 };
 
 /// The heap is measured as the `soak` command does: live bytes counted by `cap`.

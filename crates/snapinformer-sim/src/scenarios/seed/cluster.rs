@@ -17,6 +17,7 @@ use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use snapinformer_core::Queue;
 
+use super::slots::{Lateness, SlotLog};
 use crate::pods::Rng;
 
 /// Why a write failed.
@@ -116,7 +117,94 @@ enum Event {
     Deleted(Arc<Pod>),
 }
 
+/// How the in-process watch stream is scheduled.
+///
+/// The stream stands for the API server and the network, which in a real cluster do not share
+/// the controller manager's cores. At the same priority as everything else it falls behind its
+/// schedule whenever the controllers keep both cores busy, and then delivers in bursts: a
+/// faster cache, whose controllers make more progress, would slow its own source. Real-time
+/// priority keeps it on schedule; the CPU it takes is still taken from the measured threads,
+/// and reported.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamPriority {
+    /// `SCHED_FIFO` (set with `chrt`; needs the privilege to, else the stream stays normal).
+    #[default]
+    Realtime,
+    /// The default scheduling policy, like every other thread.
+    Normal,
+}
+
+impl StreamPriority {
+    /// Applies this priority to the calling thread; returns what it got (`realtime`, `normal`,
+    /// or `normal (...)` with the reason a real-time request failed).
+    fn apply_to_this_thread(self) -> String {
+        if self == StreamPriority::Normal {
+            return "normal".into();
+        }
+        let tid = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        let Some(tid) = tid else { return "normal (no thread id)".into() };
+        match std::process::Command::new("chrt")
+            .args(["--fifo", "--pid", "10", &tid])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()
+        {
+            Ok(out) if out.status.success() => "realtime".into(),
+            Ok(out) => format!("normal (chrt: {})", String::from_utf8_lossy(&out.stderr).trim()),
+            Err(e) => format!("normal (chrt: {e})"),
+        }
+    }
+}
+
+/// What the stream thread cost.
+#[derive(Debug, Clone, Default)]
+pub struct StreamStats {
+    /// The scheduling it ran with.
+    pub priority: String,
+    /// CPU seconds it used (user and system).
+    pub cpu_s: f64,
+}
+
+/// CPU seconds (user and system) the calling thread has used, from `/proc/thread-self/stat`.
+fn thread_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): state is the 3rd field, utime the
+    // 14th and stime the 15th, in clock ticks of 1/100 s.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// How an event enters a delta queue.
+type Enqueue = fn(&dyn Queue<Pod>, Arc<Pod>) -> snapinformer_core::queue::Result<()>;
+
+impl Event {
+    fn into_parts(self) -> (Enqueue, Arc<Pod>) {
+        match self {
+            Event::Added(p) => (|q, p| q.add(p), p),
+            Event::Modified(p) => (|q, p| q.update(p), p),
+            Event::Deleted(p) => (|q, p| q.delete(p), p),
+        }
+    }
+}
+
 struct Truth {
+    /// Every pod as it was created (the kubelet's updates are made from it; the truth does not
+    /// keep them, which spares the stream a copy per update).
     pods: HashMap<String, Arc<Pod>>,
     rv: u64,
     /// Writes not yet delivered to the watch (the server's send buffer), in version order.
@@ -134,10 +222,23 @@ struct Truth {
 /// carries the oldest undelivered write, or, when there is none, a kubelet status update (the
 /// start of a pod whose startup delay has passed, else a status refresh of a running pod). So
 /// the cache receives exactly `rate` events per second, as in the `store` scenario.
+///
+/// Each delivered event carries its own copy of the object, as a watch client decodes its own
+/// copy of every event: the cache never shares objects with the cluster, and a cache that takes
+/// events by value (kube-rs) gets a uniquely owned object. (A kubelet update is made fresh from
+/// the pod as created and delivered as is; a create is copied on delivery, as the cluster keeps
+/// the created pod.) Each event's scheduled slot goes to
+/// the [`SlotLog`] before the event enters the queue, and the stream's lateness to
+/// [`InprocCluster::lateness`].
 pub struct InprocCluster {
     truth: Mutex<Truth>,
     queue: Arc<dyn Queue<Pod>>,
     startup_delay: Duration,
+    slots: Arc<SlotLog>,
+    /// Delivery time minus scheduled slot, per event delivered on schedule.
+    pub lateness: Lateness,
+    /// Time the stream spent on each slot (building and delivering its event).
+    pub slot_cost: Lateness,
     /// Events delivered to the queue.
     pub delivered: AtomicU64,
     /// Status updates made by the kubelet.
@@ -152,8 +253,9 @@ pub struct InprocCluster {
 }
 
 impl InprocCluster {
-    /// A cluster that feeds `queue`; pods start `startup_delay` after their creation.
-    pub fn new(queue: Arc<dyn Queue<Pod>>, startup_delay: Duration) -> Self {
+    /// A cluster that feeds `queue` and records each event's scheduled slot in `slots`; pods
+    /// start `startup_delay` after their creation.
+    pub fn new(queue: Arc<dyn Queue<Pod>>, slots: Arc<SlotLog>, startup_delay: Duration) -> Self {
         InprocCluster {
             truth: Mutex::new(Truth {
                 pods: HashMap::new(),
@@ -164,6 +266,9 @@ impl InprocCluster {
             }),
             queue,
             startup_delay,
+            slots,
+            lateness: Lateness::default(),
+            slot_cost: Lateness::default(),
             delivered: AtomicU64::new(0),
             kubelet_updates: AtomicU64::new(0),
             idle_slots: AtomicU64::new(0),
@@ -194,13 +299,14 @@ impl InprocCluster {
 
     /// Runs the watch stream: `rate` deliveries per second on a fixed schedule, until `stop` is
     /// set; after that, delivers what is left of the log at once (kubelet updates stop). Runs
-    /// pinned to `core` if given.
+    /// pinned to `core` if given, at `priority`. Returns what the stream thread cost.
     pub fn run_stream(
         self: &Arc<Self>,
         rate: u64,
         stop: Arc<AtomicBool>,
         core: Option<core_affinity::CoreId>,
-    ) -> thread::JoinHandle<()> {
+        priority: StreamPriority,
+    ) -> thread::JoinHandle<StreamStats> {
         let this = self.clone();
         thread::Builder::new()
             .name("watch-stream".into())
@@ -208,18 +314,25 @@ impl InprocCluster {
                 if let Some(core) = core {
                     core_affinity::set_for_current(core);
                 }
-                let interval_ns = (1e9 / rate.max(1) as f64) as u128;
+                let priority = priority.apply_to_this_thread();
+                let interval_ns = ((1e9 / rate.max(1) as f64) as u128).max(1);
                 let start = Instant::now();
+                let start_at = |k: u128, interval: u128| {
+                    start + Duration::from_nanos((k * interval).min(u128::from(u64::MAX)) as u64)
+                };
                 let mut done: u64 = 0;
                 let mut rng = Rng::new(7);
                 while !stop.load(Ordering::Relaxed) {
                     let now = Instant::now();
-                    let due = (now - start).as_nanos() / interval_ns.max(1);
+                    // Slot k is due at start + k * interval: slots 0..=elapsed/interval are due.
+                    let due = (now - start).as_nanos() / interval_ns + 1;
                     let burst = due.saturating_sub(u128::from(done)) as u64;
                     this.burst_max.fetch_max(burst, Ordering::Relaxed);
                     let mut run = 0;
                     while u128::from(done) < due {
-                        this.slot(now, &mut rng);
+                        let began = Instant::now();
+                        this.slot(now, start_at(u128::from(done), interval_ns), &mut rng);
+                        this.slot_cost.record(began.elapsed());
                         done += 1;
                         run += 1;
                         // Catching up: let the cache's writer run between groups of events
@@ -228,35 +341,71 @@ impl InprocCluster {
                             thread::yield_now();
                         }
                     }
-                    thread::sleep(Duration::from_micros(500));
+                    // Until the next slot, but at least 50 us and at most 500 us (a wakeup per
+                    // event at high rates would cost more than it measures).
+                    let next = start_at(due, interval_ns).saturating_duration_since(Instant::now());
+                    thread::sleep(
+                        next.clamp(Duration::from_micros(50), Duration::from_micros(500)),
+                    );
                 }
+                // After the row: the rest of the log at once, off schedule (no slot, no lateness).
                 let mut truth = this.truth.lock().expect("truth lock");
                 while let Some(event) = truth.log.pop_front() {
-                    this.deliver(event);
+                    this.deliver(event, None);
                 }
+                StreamStats { priority, cpu_s: thread_cpu_seconds().unwrap_or(0.0) }
             })
             .expect("spawn watch stream")
     }
 
-    fn deliver(&self, event: Event) {
+    /// Hands `event` to the queue with an object of its own (the watch client's decoded copy:
+    /// copied here if the cluster still holds it), after recording its scheduled `slot` if it
+    /// has one. (Nobody takes a new reference to an event's object: if this is the only one,
+    /// it stays the only one.)
+    fn deliver(&self, event: Event, slot: Option<Instant>) {
+        let (enqueue, pod) = event.into_parts();
+        let pod = if Arc::strong_count(&pod) == 1 { pod } else { Arc::new(Pod::clone(&pod)) };
+        if let Some(slot) = slot {
+            self.slots.push(rv_of(&pod), slot);
+            self.lateness.record(Instant::now().saturating_duration_since(slot));
+        }
         // Closed queue: the row is over; nothing to deliver to.
-        let _ = match event {
-            Event::Added(p) => self.queue.add(p),
-            Event::Modified(p) => self.queue.update(p),
-            Event::Deleted(p) => self.queue.delete(p),
-        };
+        let _ = enqueue(&*self.queue, pod);
         self.delivered.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One delivery slot. Delivers under the truth lock, so the queue sees writes in
-    /// resource-version order.
-    fn slot(&self, now: Instant, rng: &mut Rng) {
+    /// One delivery slot, scheduled at `slot`: the oldest undelivered write, else a kubelet
+    /// update. Only this thread delivers, in the order it takes events from the truth, so the
+    /// queue sees them in resource-version order although the copy and the delivery happen
+    /// after the truth's lock is released (the controllers' writes never wait for them).
+    fn slot(&self, now: Instant, slot: Instant, rng: &mut Rng) {
+        match self.next_event(now, rng) {
+            Some(Next::Write(event)) => self.deliver(event, Some(slot)),
+            Some(Next::Start { created, rv }) => {
+                let mut pod = Pod::clone(&created);
+                drop(created);
+                pod.metadata.resource_version = Some(rv.to_string());
+                let status = pod.status.get_or_insert_with(Default::default);
+                status.phase = Some("Running".into());
+                status.pod_ip = Some(format!("10.1.{}.{}", (rv >> 8) & 0xff, rv & 0xff));
+                self.kubelet_updates.fetch_add(1, Ordering::Relaxed);
+                self.deliver(Event::Modified(Arc::new(pod)), Some(slot));
+            }
+            None => {
+                self.idle_slots.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes the next event from the truth, under its lock: the oldest undelivered write, else
+    /// the kubelet's next status update (a pod whose startup delay has passed, else a refresh
+    /// of a running pod) with its resource version.
+    fn next_event(&self, now: Instant, rng: &mut Rng) -> Option<Next> {
         let mut truth = self.truth.lock().expect("truth lock");
         if let Some(event) = truth.log.pop_front() {
-            self.deliver(event);
-            return;
+            return Some(Next::Write(event));
         }
-        let key = loop {
+        let started = loop {
             match truth.starting.front() {
                 Some((at, _)) if *at <= now => {
                     let (_, key) = truth.starting.pop_front().expect("front exists");
@@ -268,36 +417,32 @@ impl InprocCluster {
                 _ => break None,
             }
         };
-        let key = match key {
+        let key = match started {
             Some(key) => key,
-            None if truth.running.is_empty() => {
-                self.idle_slots.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
+            None if truth.running.is_empty() => return None,
             None => {
                 let i = rng.below(truth.running.len());
                 let key = truth.running[i].clone();
                 if !truth.pods.contains_key(&key) {
                     truth.running.swap_remove(i);
-                    self.idle_slots.fetch_add(1, Ordering::Relaxed);
-                    return;
+                    return None;
                 }
                 key
             }
         };
         truth.rv += 1;
         let rv = truth.rv;
-        let old = truth.pods.get(&key).expect("pod exists");
-        let mut pod = Pod::clone(old);
-        pod.metadata.resource_version = Some(rv.to_string());
-        let status = pod.status.get_or_insert_with(Default::default);
-        status.phase = Some("Running".into());
-        status.pod_ip = Some(format!("10.1.{}.{}", (rv >> 8) & 0xff, rv & 0xff));
-        let pod = Arc::new(pod);
-        truth.pods.insert(key, pod.clone());
-        self.kubelet_updates.fetch_add(1, Ordering::Relaxed);
-        self.deliver(Event::Modified(pod));
+        let created = truth.pods.get(&key).expect("pod exists").clone();
+        Some(Next::Start { created, rv })
     }
+}
+
+/// What a slot delivers.
+enum Next {
+    /// A controller's write, from the log.
+    Write(Event),
+    /// The kubelet's status update of the pod created as `created`, at resource version `rv`.
+    Start { created: Arc<Pod>, rv: u64 },
 }
 
 fn key_of(ns: &str, name: &str) -> String {

@@ -1,20 +1,30 @@
-//! The StatefulSet and DaemonSet controllers of the field report, reading the cache under test.
+//! The StatefulSet and DaemonSet controllers of the field report, reading the cache under test
+//! through [`PodCache`].
 //!
-//! Both follow the decision logic the report describes, reduced to what matters for the cache:
+//! Both follow client-go 1.37's decision logic, reduced to what matters for the cache:
 //!
-//! - **StatefulSet**: list the set's pods (by listing the namespace with the set's selector, as
-//!   the controller of the report does, or through the owner-UID index), create every missing
-//!   ordinal (`Parallel`) or the first missing one once all lower ordinals run (`OrderedReady`),
-//!   delete ordinals at or above `replicas`, and write the status. A create answered with 409
+//! - **StatefulSet** (`Parallel`): read the set's pods (by listing the namespace with the set's
+//!   selector, as the controller of the report does, or through the owner-UID index, as 1.37's
+//!   `getPodsForStatefulSet` does), then walk the ordinals in client-go's `slowStartBatch`:
+//!   batches of 1, 2, 4, ... ordinals (at most 500), creating the missing ones, stopping after
+//!   the first batch in which a write failed; the sync then fails and the set is queued again
+//!   with backoff. Ordinals at or above `replicas` are deleted the same way. `OrderedReady`
+//!   creates the first missing ordinal once every lower one runs. A create answered with 409
 //!   AlreadyExists means the cache did not show a pod that exists: a stale-cache conflict.
-//! - **DaemonSet**: for every node, look up its pods through the node index; create the daemon
-//!   pod where there is none and delete extras where there are several. Daemon pods have
+//! - **DaemonSet**: read the daemon set's pods (through the owner-UID index, as 1.37's
+//!   `getDaemonPods` does, or one node-index lookup per node), group them by node, create the
+//!   daemon pod where a node has none (at most 250 per sync, client-go's `BurstReplicas`, in
+//!   slow-start batches from 1) and delete extras where a node has several. Daemon pods have
 //!   generated names, so a stale cache yields a second pod on a node, not a 409.
 //!
-//! With **read-your-writes** on, a controller that wrote (created or deleted) for a set records
-//! the resource version of its last write, and does not act on that set again until the cache's
-//! visible resource version includes it (the expectation idea of client-go's controllers, built
-//! on the cache's waitable version instead of counting events).
+//! Within a batch client-go issues the writes concurrently; here they are issued one after the
+//! other, every write of the batch being made before the batch's failure stops the sync, so the
+//! writes (and 409s) counted are the same.
+//!
+//! With **read-your-writes** on, a controller that wrote (created or deleted) for a key records
+//! the resource version of its last write, and does not act on that key again until the
+//! cache's reads include it (the expectation idea of client-go's controllers, built on the
+//! cache's waitable version instead of counting events); it is available to every row.
 
 use std::{
     collections::HashMap,
@@ -33,14 +43,53 @@ use k8s_openapi::{
 use snapinformer_core::workqueue::{WorkQueue, WorkQueueConfig, default_controller_rate_limiter};
 
 use super::{
-    cache::{Notify, Visible},
+    cache::{Notify, PodCache},
     cluster::{Cluster, WriteError},
 };
 use crate::{
-    backends::SimReader,
+    harness::{placement::pin, stats::Latency},
     pods::{self, PodProfile, Shape},
-    stats::Latency,
 };
+
+/// client-go's `SlowStartInitialBatchSize`.
+pub const SLOW_START_INITIAL_BATCH: usize = 1;
+/// The StatefulSet controller's largest slow-start batch (`MaxBatchSize`).
+pub const STATEFULSET_MAX_BATCH: usize = 500;
+/// The DaemonSet controller's most creates (and deletes) per sync (`BurstReplicas`).
+pub const DAEMONSET_BURST_REPLICAS: usize = 250;
+
+/// client-go's `slowStartBatch`: calls `f` on `0..count` in batches of `initial`, then twice
+/// the previous size (at most `max_batch` when given), and stops after the first batch in which
+/// a call failed. Every call of that batch is made. Returns the successful calls and the first
+/// error.
+pub fn slow_start_batch<E>(
+    count: usize,
+    initial: usize,
+    max_batch: Option<usize>,
+    mut f: impl FnMut(usize) -> Result<(), E>,
+) -> (usize, Option<E>) {
+    let cap = max_batch.unwrap_or(usize::MAX).max(1);
+    let (mut next, mut successes) = (0, 0);
+    let mut size = initial.max(1).min(cap);
+    while next < count {
+        let end = (next + size).min(count);
+        let mut first_error = None;
+        for i in next..end {
+            match f(i) {
+                Ok(()) => successes += 1,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if first_error.is_some() {
+            return (successes, first_error);
+        }
+        next = end;
+        size = (size * 2).min(cap);
+    }
+    (successes, None)
+}
 
 /// How the StatefulSet controller finds a set's pods.
 #[derive(
@@ -49,8 +98,28 @@ use crate::{
 pub enum SetListMode {
     /// List the namespace and filter by the set's selector (the controller of the report).
     Namespace,
-    /// Look the set's UID up in the owner index.
+    /// Look the set's UID up in the owner index (client-go 1.37's `FilterPodsByOwner`).
     OwnerIndex,
+}
+
+/// How the DaemonSet controller finds its pods.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum DaemonListMode {
+    /// One owner-index lookup of the daemon set's UID, grouped by node (client-go 1.37).
+    #[default]
+    OwnerIndex,
+    /// One node-index lookup per node.
+    NodeIndex,
 }
 
 /// The StatefulSet pod management policy.
@@ -58,7 +127,7 @@ pub enum SetListMode {
     Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 pub enum PodManagement {
-    /// Create and delete all pods at once.
+    /// Create and delete pods in slow-start batches.
     Parallel,
     /// One pod at a time, each once the lower ordinals are Running.
     OrderedReady,
@@ -106,6 +175,8 @@ pub struct ControllerConfig {
     pub read_your_writes: bool,
     /// How sets find their pods.
     pub set_list: SetListMode,
+    /// How the daemon set finds its pods.
+    pub daemon_list: DaemonListMode,
     /// Pod management policy.
     pub policy: PodManagement,
     /// StatefulSet worker threads.
@@ -114,9 +185,6 @@ pub struct ControllerConfig {
     pub daemon_workers: usize,
     /// Pod profile of created StatefulSet pods.
     pub profile: PodProfile,
-    /// The daemon set controller lists its pods once per sync and groups them by node, instead
-    /// of one node-index lookup per node (for a store without indexes: kube-rs).
-    pub daemon_list_once: bool,
 }
 
 /// What the controllers did.
@@ -132,10 +200,12 @@ pub struct ControllerCounters {
     pub daemon_creates: AtomicU64,
     /// Daemon pods deleted as extras.
     pub daemon_deletes: AtomicU64,
-    /// Writes that failed otherwise (retried with backoff).
+    /// Writes that failed otherwise.
     pub write_errors: AtomicU64,
     /// Syncs run.
     pub syncs: AtomicU64,
+    /// Syncs that failed (a write failed) and were queued again with backoff.
+    pub failed_syncs: AtomicU64,
     /// Syncs put off because the cache did not yet include the controller's last write.
     pub ryw_deferrals: AtomicU64,
 }
@@ -198,7 +268,6 @@ pub struct Controllers {
     daemon: DaemonSpec,
     shape: Shape,
     cluster: Arc<dyn Cluster>,
-    visible: Arc<Visible>,
     queues: Queues,
     /// Resource version of each key's last write (read-your-writes).
     expectations: Mutex<HashMap<String, u64>>,
@@ -215,6 +284,15 @@ pub struct Controllers {
 /// How long a deferred key waits before it is tried again even without an event.
 const DEFER_RECHECK: Duration = Duration::from_millis(500);
 
+/// Whether `pod` is controlled by the owner with `uid`.
+fn controlled_by(pod: &Pod, uid: &str) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == uid && o.controller == Some(true))
+}
+
 impl Controllers {
     /// Controllers over `sets` and `daemon`, writing to `cluster`.
     pub fn new(
@@ -222,7 +300,6 @@ impl Controllers {
         sets: Vec<SetSpec>,
         daemon: DaemonSpec,
         cluster: Arc<dyn Cluster>,
-        visible: Arc<Visible>,
         queues: Queues,
     ) -> Arc<Self> {
         let replicas = sets.first().map_or(1, |s| s.replicas).max(1);
@@ -238,7 +315,6 @@ impl Controllers {
             daemon,
             shape,
             cluster,
-            visible,
             queues,
             expectations: Mutex::new(HashMap::new()),
             statuses: Mutex::new(HashMap::new()),
@@ -249,11 +325,11 @@ impl Controllers {
         })
     }
 
-    /// Queues every set and the daemon set, and starts the workers, each with its own reader
+    /// Queues every set and the daemon set, and starts the workers, all reading `cache`
     /// (pinned to `core` if given).
     pub fn start(
         self: &Arc<Self>,
-        reader: &dyn SimReader,
+        cache: Arc<dyn PodCache>,
         core: Option<core_affinity::CoreId>,
     ) -> Vec<thread::JoinHandle<()>> {
         let mut keys: Vec<&String> = self.sets.keys().collect();
@@ -263,33 +339,24 @@ impl Controllers {
         }
         self.queues.daemons.add(self.queues.daemon_key.clone());
         let mut handles = Vec::new();
-        for i in 0..self.config.set_workers {
-            let (this, reader) = (self.clone(), reader.boxed_clone());
-            handles.push(
-                thread::Builder::new()
-                    .name(format!("sts-{i}"))
-                    .spawn(move || {
-                        if let Some(core) = core {
-                            core_affinity::set_for_current(core);
-                        }
-                        this.set_worker(&*reader)
-                    })
-                    .expect("spawn worker"),
-            );
-        }
-        for i in 0..self.config.daemon_workers {
-            let (this, reader) = (self.clone(), reader.boxed_clone());
-            handles.push(
-                thread::Builder::new()
-                    .name(format!("ds-{i}"))
-                    .spawn(move || {
-                        if let Some(core) = core {
-                            core_affinity::set_for_current(core);
-                        }
-                        this.daemon_worker(&*reader)
-                    })
-                    .expect("spawn worker"),
-            );
+        let workers = [("sts", self.config.set_workers), ("ds", self.config.daemon_workers)];
+        for (kind, count) in workers {
+            for i in 0..count {
+                let (this, cache) = (self.clone(), cache.clone());
+                handles.push(
+                    thread::Builder::new()
+                        .name(format!("{kind}-{i}"))
+                        .spawn(move || {
+                            pin(core);
+                            if kind == "sts" {
+                                this.worker(&this.queues.sets, &*cache)
+                            } else {
+                                this.worker(&this.queues.daemons, &*cache)
+                            }
+                        })
+                        .expect("spawn worker"),
+                );
+            }
         }
         handles
     }
@@ -316,48 +383,39 @@ impl Controllers {
             .saturating_sub(self.daemon.nodes.len() as u64)
     }
 
-    /// Runs one sync of work-queue `key` (a set's `namespace/name`, or the daemon set's) with
-    /// `reader`, outside the workers (for tests). Returns false when the key should be retried.
-    pub fn sync(&self, reader: &dyn SimReader, key: &str) -> bool {
+    /// Runs one sync of work-queue `key` (a set's `namespace/name`, or the daemon set's)
+    /// reading `cache`, outside the workers (for tests). Returns false when the sync failed
+    /// and the key would be queued again with backoff.
+    pub fn sync(&self, cache: &dyn PodCache, key: &str) -> bool {
         if key == self.queues.daemon_key {
-            self.sync_daemon(reader, key)
+            self.sync_daemon(cache, key)
         } else {
-            self.sync_set(reader, key)
+            self.sync_set(cache, key)
         }
     }
 
-    fn set_worker(&self, reader: &dyn SimReader) {
-        while let Some(key) = self.queues.sets.get() {
-            if self.sync_set(reader, &key) {
-                self.queues.sets.forget(&key);
+    fn worker(&self, queue: &WorkQueue<String>, cache: &dyn PodCache) {
+        while let Some(key) = queue.get() {
+            if self.sync(cache, &key) {
+                queue.forget(&key);
             } else {
-                self.queues.sets.add_rate_limited(key.clone());
+                self.counters.failed_syncs.fetch_add(1, Ordering::Relaxed);
+                queue.add_rate_limited(key.clone());
             }
-            self.queues.sets.done(&key);
-        }
-    }
-
-    fn daemon_worker(&self, reader: &dyn SimReader) {
-        while let Some(key) = self.queues.daemons.get() {
-            if self.sync_daemon(reader, &key) {
-                self.queues.daemons.forget(&key);
-            } else {
-                self.queues.daemons.add_rate_limited(key.clone());
-            }
-            self.queues.daemons.done(&key);
+            queue.done(&key);
         }
     }
 
     /// With read-your-writes on: whether the cache includes this key's last write. If not, the
     /// sync is put off; the event of that write queues the key again once it is visible (and a
     /// timer does, in case).
-    fn caught_up(&self, key: &str, queue: &WorkQueue<String>) -> bool {
+    fn caught_up(&self, cache: &dyn PodCache, key: &str, queue: &WorkQueue<String>) -> bool {
         if !self.config.read_your_writes {
             return true;
         }
         let expected = self.expectations.lock().expect("expectations lock").get(key).copied();
         match expected {
-            Some(rv) if !self.visible.includes(rv) => {
+            Some(rv) if !cache.includes(rv) => {
                 self.counters.ryw_deferrals.fetch_add(1, Ordering::Relaxed);
                 queue.add_after(key.to_owned(), DEFER_RECHECK);
                 false
@@ -374,62 +432,58 @@ impl Controllers {
         }
     }
 
-    /// One write; `Ok(rv)` on success, `Err(true)` when it should be retried.
-    fn write(&self, result: Result<u64, WriteError>) -> Result<u64, bool> {
+    /// One write: its resource version, counted; a failure is counted (409s apart).
+    fn write(&self, result: Result<u64, WriteError>) -> Result<u64, WriteError> {
         match result {
             Ok(rv) => Ok(rv),
             Err(WriteError::AlreadyExists) => {
                 self.counters.conflicts_409.fetch_add(1, Ordering::Relaxed);
-                Err(false)
+                Err(WriteError::AlreadyExists)
             }
-            Err(WriteError::NotFound) => Err(false),
+            Err(WriteError::NotFound) => Err(WriteError::NotFound),
             Err(WriteError::Other(e)) => {
                 tracing::debug!(error = %e, "write failed");
                 self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
-                Err(true)
+                Err(WriteError::Other(e))
             }
         }
     }
 
-    /// Returns false when the set must be retried.
-    fn sync_set(&self, reader: &dyn SimReader, key: &str) -> bool {
-        let Some(set) = self.sets.get(key) else { return true };
-        if !self.caught_up(key, &self.queues.sets) {
-            return true;
-        }
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    /// The set's pods as the cache shows them, read as `set_list` says.
+    fn read_set_pods(&self, cache: &dyn PodCache, set: &SetSpec) -> Vec<Arc<Pod>> {
         let started = Instant::now();
-        let pods = match self.config.set_list {
+        match self.config.set_list {
             SetListMode::Namespace => {
-                let pods = reader.pods_in_namespace(&set.namespace, "app", &set.name);
+                let pods = cache.pods_in_namespace(&set.namespace, "app", &set.name);
                 self.reads.list.lock().expect("latency lock").record(started.elapsed());
                 pods
             }
             SetListMode::OwnerIndex => {
-                let pods = reader.pods_by_owner(&set.uid);
+                let pods = cache.pods_by_owner(&set.uid);
                 self.reads.index.lock().expect("latency lock").record(started.elapsed());
                 pods
             }
-        };
+        }
+    }
+
+    /// Returns false when the sync failed (the set is queued again with backoff).
+    fn sync_set(&self, cache: &dyn PodCache, key: &str) -> bool {
+        let Some(set) = self.sets.get(key) else { return true };
+        if !self.caught_up(cache, key, &self.queues.sets) {
+            return true;
+        }
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        let pods = self.read_set_pods(cache, set);
         // Ordinals the cache shows: Some(running).
         let mut present: Vec<Option<bool>> = vec![None; set.replicas];
         let mut surplus = Vec::new();
         let prefix = format!("{}-", set.name);
-        for pod in &pods {
-            let owned = pod
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.uid == set.uid && o.controller == Some(true));
+        for pod in pods.iter().filter(|p| controlled_by(p, &set.uid)) {
             let name = pod.metadata.name.as_deref().unwrap_or_default();
             let Some(ordinal) = name.strip_prefix(&prefix).and_then(|o| o.parse::<usize>().ok())
             else {
                 continue;
             };
-            if !owned {
-                continue;
-            }
             let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
             match present.get_mut(ordinal) {
                 Some(slot) => *slot = Some(running),
@@ -438,52 +492,65 @@ impl Controllers {
         }
         drop(pods);
         let mut last_rv = 0;
-        let mut retry = false;
-        let create = |ordinal: usize, last_rv: &mut u64, retry: &mut bool| {
-            if self.halted() {
-                return;
+        let mut create = |ordinal: usize| -> Result<(), WriteError> {
+            if present[ordinal].is_some() || self.halted() {
+                return Ok(());
             }
-            let pod = self.set_pod(set, ordinal);
-            match self.write(self.cluster.create_pod(pod)) {
-                Ok(rv) => {
-                    self.counters.set_creates.fetch_add(1, Ordering::Relaxed);
-                    *last_rv = (*last_rv).max(rv);
-                }
-                Err(r) => *retry |= r,
-            }
+            let rv = self.write(self.cluster.create_pod(self.set_pod(set, ordinal)))?;
+            self.counters.set_creates.fetch_add(1, Ordering::Relaxed);
+            last_rv = last_rv.max(rv);
+            Ok(())
         };
-        match self.config.policy {
+        let failed = match self.config.policy {
             PodManagement::Parallel => {
-                for ordinal in (0..set.replicas).filter(|o| present[*o].is_none()) {
-                    create(ordinal, &mut last_rv, &mut retry);
-                }
+                slow_start_batch(
+                    set.replicas,
+                    SLOW_START_INITIAL_BATCH,
+                    Some(STATEFULSET_MAX_BATCH),
+                    &mut create,
+                )
+                .1
             }
             PodManagement::OrderedReady => {
+                let mut failed = None;
                 for (ordinal, state) in present.iter().enumerate() {
                     match state {
                         Some(true) => continue,
                         Some(false) => break,
                         None => {
-                            create(ordinal, &mut last_rv, &mut retry);
+                            failed = create(ordinal).err();
                             break;
                         }
                     }
                 }
+                failed
             }
         }
-        for name in &surplus {
-            if self.halted() {
-                break;
-            }
-            match self.write(self.cluster.delete_pod(&set.namespace, name)) {
-                Ok(rv) => {
+        .is_some();
+        let delete_failed = !failed
+            && slow_start_batch(
+                surplus.len(),
+                SLOW_START_INITIAL_BATCH,
+                Some(STATEFULSET_MAX_BATCH),
+                |i| {
+                    if self.halted() {
+                        return Ok(());
+                    }
+                    let rv = self.write(self.cluster.delete_pod(&set.namespace, &surplus[i]))?;
                     self.counters.set_deletes.fetch_add(1, Ordering::Relaxed);
                     last_rv = last_rv.max(rv);
-                }
-                Err(r) => retry |= r,
-            }
-        }
+                    Ok::<(), WriteError>(())
+                },
+            )
+            .1
+            .is_some();
         self.expect(key, last_rv);
+        self.write_status(set, key, &present);
+        !(failed || delete_failed)
+    }
+
+    /// Writes the set's status if it changed since the last write.
+    fn write_status(&self, set: &SetSpec, key: &str, present: &[Option<bool>]) {
         let replicas = present.iter().filter(|p| p.is_some()).count() as i32;
         let ready = present.iter().filter(|p| **p == Some(true)).count() as i32;
         let changed =
@@ -495,66 +562,86 @@ impl Controllers {
             tracing::debug!(error = %e, set = key, "status write failed");
             self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
         }
-        !retry
     }
 
-    /// Returns false when the daemon set must be retried.
-    fn sync_daemon(&self, reader: &dyn SimReader, key: &str) -> bool {
-        if !self.caught_up(key, &self.queues.daemons) {
-            return true;
-        }
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    /// The daemon set's pods by node, read as `daemon_list` says.
+    fn read_daemon_pods(&self, cache: &dyn PodCache) -> HashMap<String, Vec<String>> {
         let ds = &self.daemon;
-        let mut last_rv = 0;
-        let mut retry = false;
-        let owned = |p: &Pod| p.metadata.owner_references.iter().flatten().any(|o| o.uid == ds.uid);
         let mut by_node: HashMap<String, Vec<String>> = HashMap::new();
-        if self.config.daemon_list_once {
-            let started = Instant::now();
-            let pods = reader.pods_in_namespace(&ds.namespace, "app", &ds.name);
-            self.reads.list.lock().expect("latency lock").record(started.elapsed());
-            for p in pods.iter().filter(|p| owned(p)) {
+        let mut add = |pods: Vec<Arc<Pod>>| {
+            for p in pods.iter().filter(|p| controlled_by(p, &ds.uid)) {
                 if let (Some(node), Some(name)) = (pods::pod_node(p), &p.metadata.name) {
                     by_node.entry(node.to_owned()).or_default().push(name.clone());
                 }
             }
-        }
-        for node in &ds.nodes {
-            if self.halted() {
-                break;
-            }
-            let mut mine: Vec<String> = if self.config.daemon_list_once {
-                by_node.remove(node).unwrap_or_default()
-            } else {
+        };
+        match self.config.daemon_list {
+            DaemonListMode::OwnerIndex => {
                 let started = Instant::now();
-                let pods = reader.pods_by_node(node);
+                let pods = cache.pods_by_owner(&ds.uid);
                 self.reads.index.lock().expect("latency lock").record(started.elapsed());
-                pods.iter().filter(|p| owned(p)).filter_map(|p| p.metadata.name.clone()).collect()
-            };
-            if mine.is_empty() {
-                match self.write(self.cluster.create_pod(self.daemon_pod(node))) {
-                    Ok(rv) => {
-                        self.counters.daemon_creates.fetch_add(1, Ordering::Relaxed);
-                        last_rv = last_rv.max(rv);
-                    }
-                    Err(r) => retry |= r,
+                add(pods);
+            }
+            DaemonListMode::NodeIndex => {
+                for node in &ds.nodes {
+                    let started = Instant::now();
+                    let pods = cache.pods_by_node(node);
+                    self.reads.index.lock().expect("latency lock").record(started.elapsed());
+                    add(pods);
                 }
+            }
+        }
+        by_node
+    }
+
+    /// Returns false when the sync failed (the daemon set is queued again with backoff).
+    fn sync_daemon(&self, cache: &dyn PodCache, key: &str) -> bool {
+        if !self.caught_up(cache, key, &self.queues.daemons) {
+            return true;
+        }
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        let ds = &self.daemon;
+        let mut by_node = self.read_daemon_pods(cache);
+        let mut needing = Vec::new();
+        let mut extras = Vec::new();
+        for node in &ds.nodes {
+            let mut mine = by_node.remove(node).unwrap_or_default();
+            if mine.is_empty() {
+                needing.push(node.as_str());
             } else if mine.len() > 1 {
                 // Keep the oldest (names are numbered in creation order).
                 mine.sort();
-                for extra in &mine[1..] {
-                    match self.write(self.cluster.delete_pod(&ds.namespace, extra)) {
-                        Ok(rv) => {
-                            self.counters.daemon_deletes.fetch_add(1, Ordering::Relaxed);
-                            last_rv = last_rv.max(rv);
-                        }
-                        Err(r) => retry |= r,
-                    }
+                extras.extend(mine.drain(1..));
+            }
+        }
+        needing.truncate(DAEMONSET_BURST_REPLICAS);
+        extras.truncate(DAEMONSET_BURST_REPLICAS);
+        let mut last_rv = 0;
+        let (_, create_failed) =
+            slow_start_batch(needing.len(), SLOW_START_INITIAL_BATCH, None, |i| {
+                if self.halted() {
+                    return Ok(());
                 }
+                let rv = self.write(self.cluster.create_pod(self.daemon_pod(needing[i])))?;
+                self.counters.daemon_creates.fetch_add(1, Ordering::Relaxed);
+                last_rv = last_rv.max(rv);
+                Ok::<(), WriteError>(())
+            });
+        let mut delete_failed = false;
+        for extra in &extras {
+            if self.halted() {
+                break;
+            }
+            match self.write(self.cluster.delete_pod(&ds.namespace, extra)) {
+                Ok(rv) => {
+                    self.counters.daemon_deletes.fetch_add(1, Ordering::Relaxed);
+                    last_rv = last_rv.max(rv);
+                }
+                Err(_) => delete_failed = true,
             }
         }
         self.expect(key, last_rv);
-        !retry
+        !(create_failed.is_some() || delete_failed)
     }
 
     /// The pod of `set` with `ordinal`, as the controller creates it (Pending, no version).

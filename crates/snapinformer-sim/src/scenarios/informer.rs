@@ -23,10 +23,13 @@ use snapinformer_core::{Informer, InformerBuilder, Notification, QueueKind};
 use snapinformer_store::StoreBuilder;
 
 use crate::{
-    backends,
+    harness::{
+        placement::{Placement, pin},
+        stats::{Latency, Summary},
+    },
     pods::{self, PodProfile, Shape},
-    stats::{Latency, Summary},
-    store_scenario::{Readers, placement},
+    rows::snapshot::SnapshotReader,
+    scenarios::{LoadArgs, store::readers::Readers},
 };
 
 /// Parameters of the `informer` scenario.
@@ -46,6 +49,9 @@ pub struct InformerParams {
     pub pod_profile: PodProfile,
     /// Where `/metrics` is served (loopback; port 0 picks one).
     pub metrics_addr: SocketAddr,
+    /// Where the producer and the readers run.
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 /// What the `informer` scenario measured.
@@ -193,15 +199,13 @@ pub fn run(p: &InformerParams, progress: &dyn Fn(&str)) -> Result<InformerReport
     progress(&format!("generating {count} updates"));
     let first_rv = shape.total() as u64 + 1;
     let pool = pods::updates(&shape, count, first_rv, 17);
-    let cores = placement();
-    if let Some((writer_core, _)) = cores {
-        core_affinity::set_for_current(writer_core);
-    }
+    let cores = p.placement.cores();
+    pin(cores.writer);
     let readers = Readers::start(
-        &*backends::snapshot_reader(informer.reader()),
+        Arc::new(SnapshotReader(informer.reader())),
         p.readers,
         &shape,
-        cores.map(|c| c.1),
+        cores.readers,
     );
     progress(&format!(
         "open loop: {} updates/s for {:.0}s with {} readers",
@@ -247,4 +251,84 @@ pub fn run(p: &InformerParams, progress: &dyn Fn(&str)) -> Result<InformerReport
         metrics_url: format!("http://{metrics_addr}/metrics"),
         metrics_sample,
     })
+}
+
+/// Arguments of `snapinformer-sim informer`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InformerArgs {
+    /// Population, readers, open loop and placement.
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Where to serve `/metrics` (loopback by default; port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub metrics_addr: std::net::SocketAddr,
+    /// A small version that runs in seconds: 5,000 pods, 4 readers, 2 s at 5,000/s.
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for report.json and metrics.txt.
+    #[arg(long, default_value = "out/informer")]
+    pub out: std::path::PathBuf,
+}
+
+impl InformerArgs {
+    /// The run's parameters (`--quick` replaces the load).
+    pub fn params(&self) -> InformerParams {
+        let l = &self.load;
+        let mut p = InformerParams {
+            objects: l.objects,
+            nodes: l.nodes,
+            readers: l.readers,
+            duration_s: l.duration.as_secs_f64(),
+            rate: l.rate.max(1),
+            pod_profile: l.pod_profile,
+            metrics_addr: self.metrics_addr,
+            placement: l.placement,
+        };
+        if self.quick {
+            p.objects = 5000;
+            p.nodes = 50;
+            p.readers = 4;
+            p.duration_s = 2.0;
+            p.rate = 5000;
+        }
+        p
+    }
+}
+
+/// Runs `informer`: prints the figures, writes `report.json` and `metrics.txt`.
+pub fn main(args: &InformerArgs) -> Result<(), String> {
+    let params = args.params();
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
+    let report = run(&params, &|msg| eprintln!("[informer] {msg}"))?;
+    println!(
+        "informer scenario: {} pods, {} readers {}, {}/s for {:.0}s\n  initial sync {:.2} s\n  staleness p50/p99/max {}/{}/{} us over {} updates, {} publications\n  queue depth max {}\n  handler notifications {}\n  readers: index p50/p99 {}/{} us, list p50/p99 {}/{} us\n  /metrics served at {} ({} samples scraped)",
+        params.objects,
+        params.readers,
+        params.placement.name(),
+        params.rate,
+        params.duration_s,
+        report.initial_sync_s,
+        report.staleness_us.p50,
+        report.staleness_us.p99,
+        report.staleness_us.max,
+        report.staleness_us.count,
+        report.publications,
+        report.queue_depth_max,
+        report.handler_notifications,
+        report.index_us.p50,
+        report.index_us.p99,
+        report.list_us.p50,
+        report.list_us.p99,
+        report.metrics_url,
+        report.metrics_sample.len()
+    );
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    let path = args.out.join("report.json");
+    std::fs::write(&path, json).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let metrics = args.out.join("metrics.txt");
+    std::fs::write(&metrics, report.metrics_sample.join("\n") + "\n")
+        .map_err(|e| format!("writing {}: {e}", metrics.display()))?;
+    println!("wrote {} and {}", path.display(), metrics.display());
+    Ok(())
 }

@@ -1,0 +1,44 @@
+//! The scenarios, each with its command-line arguments, its run and its report:
+//!
+//! - [`store`]: the cache alone: one writer (saturated, open loop, a sweep of rates) and paced
+//!   readers, one worker process per row;
+//! - [`seed`]: the field report reproduced: StatefulSet and DaemonSet controllers on 200,000
+//!   pods, over HTTP and in process;
+//! - [`informer`]: the whole informer fed open loop in process, serving `/metrics`;
+//! - [`soak`]: pod churn with watch faults for a long time, then checks.
+
+pub mod informer;
+pub mod seed;
+pub mod soak;
+pub mod store;
+
+use std::time::Duration;
+
+use crate::{harness::placement::Placement, pods::PodProfile};
+
+/// The load shared by the `store` and `informer` scenarios: population, readers, open loop.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Pods in the store (200 owners of 1000 pods at the default).
+    #[arg(long, default_value_t = 200_000)]
+    pub objects: usize,
+    /// Nodes the pods are spread over.
+    #[arg(long, default_value_t = 1000)]
+    pub nodes: usize,
+    /// Reader threads (paced to use about one core together).
+    #[arg(long, default_value_t = 10)]
+    pub readers: usize,
+    /// Length of the open-loop phase.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Open-loop arrival rate in updates per second (for `store`, 0 runs saturation only).
+    #[arg(long, default_value_t = 20_000)]
+    pub rate: u64,
+    /// How much of each pod to fill in (`small` for a million pods on 24 GiB).
+    #[arg(long, value_enum, default_value_t = PodProfile::Realistic)]
+    pub pod_profile: PodProfile,
+    /// Where the writer and the readers run: unpinned (any core, as a controller manager runs)
+    /// or pinned (writer on the first core, readers on the last).
+    #[arg(long, value_enum, default_value_t = Placement::Unpinned)]
+    pub placement: Placement,
+}

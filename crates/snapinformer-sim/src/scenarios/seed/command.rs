@@ -1,0 +1,388 @@
+//! The `seed` command: its arguments, the parent that runs every row of every mode in its own
+//! worker process (repeated, aggregated), and the worker side.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use super::{
+    Mode, Row, SeedParams,
+    cluster::StreamPriority,
+    controllers::{DaemonListMode, PodManagement, SetListMode},
+    report::{self, ModeReport, SeedReport, SeedRowReport},
+};
+use crate::{
+    harness::{
+        heap::HeapMeter,
+        placement::Placement,
+        plot::{self, PlotRow},
+        repeat::{RepeatInfo, aggregate_reports, run_file_name},
+        report::{Environment, now_rfc3339, write_json},
+        worker::{arg_name, phase_line, progress_bar, run_child},
+    },
+    pods::PodProfile,
+};
+
+/// Arguments of `snapinformer-sim seed`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SeedArgs {
+    /// StatefulSets.
+    #[arg(long, default_value_t = 200)]
+    pub sets: usize,
+    /// Replicas per StatefulSet.
+    #[arg(long, default_value_t = 1000)]
+    pub replicas: usize,
+    /// Nodes (one daemon pod each).
+    #[arg(long, default_value_t = 1000)]
+    pub nodes: usize,
+    /// Modes to run (default: both).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub mode: Vec<Mode>,
+    /// Rows to run: a cache, with `+ryw` for read-your-writes (default: snapshot, locked,
+    /// locked-batch and kube-rs, each with and without read-your-writes).
+    #[arg(long, alias = "backends", value_delimiter = ',', value_parser = Row::parse)]
+    pub rows: Vec<Row>,
+    /// StatefulSet controller workers (kube-controller-manager's
+    /// `--concurrent-statefulset-syncs` default).
+    #[arg(long, default_value_t = 5)]
+    pub set_workers: usize,
+    /// DaemonSet controller workers (kube-controller-manager's `--concurrent-daemonset-syncs`
+    /// default).
+    #[arg(long, default_value_t = 2)]
+    pub daemon_workers: usize,
+    /// inproc: events delivered into the cache's queue per second, open loop (writes first,
+    /// kubelet status updates in the free slots).
+    #[arg(long, default_value_t = 20_000)]
+    pub rate: u64,
+    /// Time from a pod's creation until the kubelet starts it.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub startup_delay: Duration,
+    /// Time limit of one row (a row that has not converged by then reports "never").
+    #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
+    pub max_time: Duration,
+    /// How the StatefulSet controller finds a set's pods (the report's controller lists the
+    /// namespace; 1.37's looks its UID up in the owner index).
+    #[arg(long, value_enum, default_value_t = SetListMode::Namespace)]
+    pub set_list: SetListMode,
+    /// How the DaemonSet controller finds its pods (1.37: the owner index).
+    #[arg(long, value_enum, default_value_t = DaemonListMode::OwnerIndex)]
+    pub daemon_list: DaemonListMode,
+    /// StatefulSet pod management policy.
+    #[arg(long, value_enum, default_value_t = PodManagement::Parallel)]
+    pub policy: PodManagement,
+    /// Size of the StatefulSet pods (default: realistic in process; small over HTTP, where
+    /// encoding and decoding 4 KB pods on both ends of the loopback would take the whole
+    /// run's time on two cores).
+    #[arg(long, value_enum)]
+    pub pod_profile: Option<PodProfile>,
+    /// Where the cache's writer and the controllers run: unpinned (as a controller manager
+    /// runs) or pinned (writer on the first core, controllers on the last).
+    #[arg(long, value_enum, default_value_t = Placement::Unpinned)]
+    pub placement: Placement,
+    /// inproc: how the cluster model's stream (the API server's watch) is scheduled: real-time,
+    /// so that it keeps its schedule whatever the controllers do, or normal.
+    #[arg(long, value_enum, default_value_t = StreamPriority::Realtime)]
+    pub stream_priority: StreamPriority,
+    /// Runs of every row; the report gives the median and the range of every figure (default
+    /// 3, or 1 with --quick).
+    #[arg(long)]
+    pub repeat: Option<usize>,
+    /// A scaled version for CI (under a minute): 10 sets x 200 replicas, 50 nodes, 8 s rows,
+    /// one run.
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for report.json, runs/ and the plots.
+    #[arg(long, default_value = "out/seed")]
+    pub out: PathBuf,
+    /// Only redraw the plots of an existing report.json into --out (runs nothing).
+    #[arg(long, value_name = "REPORT_JSON")]
+    pub plot_from: Option<PathBuf>,
+    /// Internal: run one row in this process.
+    #[arg(long, hide = true, requires = "worker_out", value_parser = Row::parse)]
+    pub worker: Option<Row>,
+    /// Internal: the mode of the worker's row.
+    #[arg(long, hide = true, value_enum)]
+    pub worker_mode: Option<Mode>,
+    /// Internal: where the worker writes its JSON.
+    #[arg(long, hide = true)]
+    pub worker_out: Option<PathBuf>,
+    /// Internal: the test API server's URL (http mode).
+    #[arg(long, hide = true)]
+    pub server_url: Option<String>,
+}
+
+impl SeedArgs {
+    /// The run's parameters (`--quick` scales them down).
+    pub fn params(&self) -> SeedParams {
+        let mut p = SeedParams {
+            sets: self.sets,
+            replicas: self.replicas,
+            nodes: self.nodes,
+            set_workers: self.set_workers,
+            daemon_workers: self.daemon_workers,
+            rate: self.rate,
+            startup_delay_ms: self.startup_delay.as_millis() as u64,
+            max_time_s: self.max_time.as_secs_f64(),
+            settle_s: 2.0,
+            set_list: self.set_list,
+            daemon_list: self.daemon_list,
+            policy: self.policy,
+            pod_profile: self.pod_profile,
+            http_pod_profile: self.pod_profile.unwrap_or(PodProfile::Small),
+            placement: self.placement,
+            stream_priority: self.stream_priority,
+        };
+        if self.quick {
+            p.sets = 10;
+            p.replicas = 200;
+            p.nodes = 50;
+            p.rate = 5000;
+            p.max_time_s = 8.0;
+            p.settle_s = 1.0;
+        }
+        p
+    }
+
+    fn rows(&self) -> Vec<Row> {
+        if self.rows.is_empty() { Row::defaults() } else { self.rows.clone() }
+    }
+
+    fn modes(&self) -> Vec<Mode> {
+        if self.mode.is_empty() { vec![Mode::Inproc, Mode::Http] } else { self.mode.clone() }
+    }
+
+    fn repeat(&self) -> usize {
+        self.repeat.unwrap_or(if self.quick { 1 } else { 3 }).max(1)
+    }
+}
+
+/// Runs `seed`: one worker's row when `--worker` is given, else every row of every mode.
+pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> Result<(), String> {
+    if let Some(path) = &args.plot_from {
+        let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let report: SeedReport = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{} is not a seed report: {e}", path.display()))?;
+        write_plots(&report, &args.out);
+        return Ok(());
+    }
+    let params = args.params();
+    if let Some(row) = args.worker {
+        return worker(args, row, &params, heap);
+    }
+    if params.sets == 0 || params.replicas == 0 || params.nodes == 0 {
+        return Err("--sets, --replicas and --nodes must be at least 1".into());
+    }
+    let (rows, modes, repeat) = (args.rows(), args.modes(), args.repeat());
+    let runs_dir = args.out.join("runs");
+    std::fs::create_dir_all(&runs_dir)
+        .map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
+    let started_at = now_rfc3339();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting runtime: {e}"))?;
+    let bar = progress_bar((rows.len() * modes.len() * repeat) as u64, "rows");
+    let (mut runs, mut files) = (Vec::new(), Vec::new());
+    for i in 1..=repeat {
+        let mut mode_reports = Vec::new();
+        for &mode in &modes {
+            let mut reports = Vec::new();
+            for &row in &rows {
+                bar.set_message(format!(
+                    "run {i}/{repeat} {} {}: starting",
+                    mode.name(),
+                    row.name()
+                ));
+                reports.push(run_parent_row(row, mode, args, &params, &runtime, &bar)?);
+                bar.inc(1);
+            }
+            let targets = report::targets(mode, &reports);
+            mode_reports.push(ModeReport { mode, rows: reports, targets });
+        }
+        let run = SeedReport {
+            scenario: "seed".into(),
+            params: params.clone(),
+            environment: Environment::capture(started_at.clone(), allocator),
+            modes: mode_reports,
+            repeat: None,
+        };
+        let file = run_file_name("seed", &started_at, i);
+        write_json(&runs_dir.join(&file), &run)?;
+        files.push(format!("runs/{file}"));
+        runs.push(run);
+    }
+    bar.finish_and_clear();
+    let aggregated = aggregate_reports(&runs).map_err(|e| e.to_string())?;
+    let mut report = aggregated.median;
+    for m in &mut report.modes {
+        m.targets = report::targets(m.mode, &m.rows);
+    }
+    report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
+    println!("{}", report::describe(&params));
+    if repeat > 1 {
+        println!("median of {repeat} runs; [min-max] where runs differ");
+    }
+    for (m, mode) in report.modes.iter().enumerate() {
+        println!(
+            "\nmode {} (staleness {}):\n{}",
+            mode.mode.name(),
+            report::staleness_basis(mode.mode),
+            report::table(&report, m)
+        );
+    }
+    let json_path = args.out.join("report.json");
+    write_json(&json_path, &report)?;
+    println!(
+        "wrote {} (and {repeat} run reports under {})",
+        json_path.display(),
+        runs_dir.display()
+    );
+    write_plots(&report, &args.out);
+    let missed: Vec<String> = report
+        .modes
+        .iter()
+        .flat_map(|m| {
+            m.targets
+                .iter()
+                .filter(|t| !t.pass)
+                .map(move |t| format!("{}: {}", m.mode.name(), t.name))
+        })
+        .collect();
+    if !missed.is_empty() {
+        println!("targets missed: {}", missed.join("; "));
+    }
+    Ok(())
+}
+
+/// The worker side: runs `row` in this process, writes its JSON, and exits without freeing the
+/// cache.
+fn worker(
+    args: &SeedArgs,
+    row: Row,
+    params: &SeedParams,
+    heap: &'static dyn HeapMeter,
+) -> Result<(), String> {
+    let mode = args.worker_mode.ok_or("--worker needs --worker-mode")?;
+    let out = args.worker_out.as_ref().expect("clap requires --worker-out with --worker");
+    let server = args.server_url.clone().map(|url| super::ServerInfo { url });
+    let report =
+        super::run_row(row, mode, params, server.as_ref(), heap, &|msg| phase_line(msg), true)?;
+    write_json(out, &report)?;
+    // The row's cache is left for the OS to reclaim.
+    std::process::exit(0);
+}
+
+/// Runs one row of one mode in a worker process, with a fresh test API server for http.
+fn run_parent_row(
+    row: Row,
+    mode: Mode,
+    args: &SeedArgs,
+    params: &SeedParams,
+    runtime: &tokio::runtime::Runtime,
+    bar: &indicatif::ProgressBar,
+) -> Result<SeedRowReport, String> {
+    let server = match mode {
+        Mode::Http => {
+            bar.set_message(format!(
+                "{} {}: starting the test API server",
+                mode.name(),
+                row.name()
+            ));
+            Some(runtime.block_on(super::start_server(params))?)
+        }
+        Mode::Inproc => None,
+    };
+    let result = run_worker(row, mode, args, params, server.as_ref().map(|s| s.url()), bar);
+    match server {
+        Some(server) => {
+            let cluster_pods = server.count(snapinformer_apiserver::ResourceKind::Pod) as u64;
+            runtime.block_on(server.shutdown());
+            let mut report = result?;
+            report.cluster_pods = cluster_pods;
+            Ok(report)
+        }
+        None => result,
+    }
+}
+
+/// The flags of one seed worker: the resolved parameters, never `--quick`.
+fn run_worker(
+    row: Row,
+    mode: Mode,
+    args: &SeedArgs,
+    p: &SeedParams,
+    server_url: Option<String>,
+    bar: &indicatif::ProgressBar,
+) -> Result<SeedRowReport, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding own executable: {e}"))?;
+    let out = args.out.join(format!(".worker-{}-{}.json", mode.name(), row.name()));
+    let mut cmd = Command::new(exe);
+    cmd.arg("seed")
+        .args(["--sets", &p.sets.to_string()])
+        .args(["--replicas", &p.replicas.to_string()])
+        .args(["--nodes", &p.nodes.to_string()])
+        .args(["--set-workers", &p.set_workers.to_string()])
+        .args(["--daemon-workers", &p.daemon_workers.to_string()])
+        .args(["--rate", &p.rate.to_string()])
+        .args(["--startup-delay", &format!("{}ms", p.startup_delay_ms)])
+        .args(["--max-time", &format!("{}ms", (p.max_time_s * 1e3).round() as u64)])
+        .args(["--set-list", &arg_name(&p.set_list)])
+        .args(["--daemon-list", &arg_name(&p.daemon_list)])
+        .args(["--policy", &arg_name(&p.policy)])
+        .args(["--placement", &arg_name(&p.placement)])
+        .args(["--stream-priority", &arg_name(&p.stream_priority)])
+        .args(["--worker", &row.name()])
+        .args(["--worker-mode", mode.name()])
+        .arg("--worker-out")
+        .arg(&out);
+    if let Some(url) = server_url {
+        cmd.args(["--server-url", &url]);
+    }
+    if let Some(profile) = p.pod_profile {
+        cmd.args(["--pod-profile", &arg_name(&profile)]);
+    }
+    // The settle time is not a flag: a quick run's parent passes --quick for it, and the
+    // worker's --quick then applies the same scaled parameters the parent resolved.
+    if args.quick {
+        cmd.arg("--quick");
+    }
+    let label = format!("{} {}", mode.name(), row.name());
+    run_child(cmd, &out, &label, bar)
+}
+
+/// Draws the plots of every mode of `report` into `out/<mode>/`.
+fn write_plots(report: &SeedReport, out: &Path) {
+    let params = &report.params;
+    for m in &report.modes {
+        let dir = out.join(m.mode.name());
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            eprintln!("warning: plots not written: creating {}: {e}", dir.display());
+            continue;
+        }
+        let rows: Vec<PlotRow<'_>> = m
+            .rows
+            .iter()
+            .map(|r| PlotRow {
+                name: &r.name,
+                staleness_p99_us: r.staleness_us.p99,
+                staleness_cdf: &r.staleness_cdf,
+                depth_max: r.queue_depth_max,
+                depth_series: &r.depth_series,
+            })
+            .collect();
+        let subtitle = format!(
+            "seed {}, {} pods, {} nodes, staleness {}",
+            m.mode.name(),
+            params.sets * params.replicas,
+            params.nodes,
+            report::staleness_basis(m.mode)
+        );
+        match plot::write_plots(&dir, &rows, &subtitle) {
+            Ok(files) => files.iter().for_each(|f| println!("wrote {}", f.display())),
+            Err(e) => eprintln!("warning: plots not written: {e}"),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The `seed` scenario: the field report reproduced.
+//!
+//! 200 StatefulSets of 1000 replicas in one namespace and a DaemonSet over the nodes; the pods
+//! are created by the StatefulSet and DaemonSet controllers of [`controllers`], moved to Running
+//! by a simulated kubelet, and seen by the controllers through the cache under test, one row per
+//! cache (with and without read-your-writes), each in its own worker process. Two modes:
+//!
+//! - **http**: the test API server (`snapinformer-apiserver`, in the parent process) with its
+//!   simulated kubelet; the worker runs the reflector over HTTP, the cache and the controllers,
+//!   which create pods with POSTs and get real 409s.
+//! - **inproc**: an in-process cluster model ([`cluster::InprocCluster`]) delivers its writes
+//!   and its kubelet's status updates into the cache's queue at a fixed rate, open loop (as the
+//!   `store` scenario does); staleness counts from each event's scheduled slot ([`slots`]).
+//!
+//! Our rows run through the product's public informer API ([`informer_cache`]); the baselines
+//! through a harness pipeline doing the same work ([`pipeline`]). The controllers read either
+//! through [`cache::PodCache`]. Threads are placed as a controller manager runs them
+//! (unpinned; [`crate::harness::placement`]), with kube-controller-manager's default worker
+//! counts: 5 StatefulSet workers (`--concurrent-statefulset-syncs`) and 2 DaemonSet workers
+//! (`--concurrent-daemonset-syncs`).
+//!
+//! A row ends when the cache shows every desired pod Running (plus a short settle time, to catch
+//! late wrong decisions), or at the time limit.
+
+pub mod cache;
+pub mod cluster;
+pub mod command;
+pub mod controllers;
+pub mod informer_cache;
+pub mod pipeline;
+pub mod report;
+pub mod run;
+pub mod slots;
+
+use std::time::Duration;
+
+use crate::{harness::placement::Placement, pods::PodProfile, rows::CacheKind};
+use cluster::StreamPriority;
+use controllers::{DaemonListMode, PodManagement, SetListMode};
+
+pub use run::run_row;
+
+/// Namespace of the daemon set.
+pub const DAEMON_NAMESPACE: &str = "kube-system";
+/// Name of the daemon set (the report's example).
+pub const DAEMON_NAME: &str = "kube-proxy";
+
+/// How events reach the cache.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Test API server, reflector over HTTP: end to end.
+    #[serde(alias = "Http")]
+    Http,
+    /// In-process cluster model, events straight into the queue, kubelet open loop.
+    #[serde(alias = "Inproc")]
+    Inproc,
+}
+
+impl Mode {
+    /// Report name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Http => "http",
+            Mode::Inproc => "inproc",
+        }
+    }
+}
+
+/// One row of the report: a cache, with or without read-your-writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// The cache under test.
+    pub cache: CacheKind,
+    /// Whether the controllers wait for their own writes.
+    pub read_your_writes: bool,
+}
+
+impl Row {
+    /// Report name: the cache's, with `+ryw` when read-your-writes is on.
+    pub fn name(self) -> String {
+        if self.read_your_writes {
+            format!("{}+ryw", self.cache.name())
+        } else {
+            self.cache.name().to_owned()
+        }
+    }
+
+    /// Parses [`Row::name`].
+    pub fn parse(s: &str) -> Result<Row, String> {
+        let (cache, ryw) = match s.strip_suffix("+ryw") {
+            Some(b) => (b, true),
+            None => (s, false),
+        };
+        let cache = CacheKind::parse(cache)
+            .ok_or_else(|| format!("unknown cache {cache:?} in row {s:?}"))?;
+        Ok(Row { cache, read_your_writes: ryw })
+    }
+
+    /// The default rows, in report order: every cache of the headline with read-your-writes
+    /// (compared like for like), then the same without.
+    pub fn defaults() -> Vec<Row> {
+        let caches =
+            [CacheKind::Snapshot, CacheKind::Locked, CacheKind::LockedBatch, CacheKind::KubeRs];
+        [true, false]
+            .into_iter()
+            .flat_map(|ryw| caches.map(|cache| Row { cache, read_your_writes: ryw }))
+            .collect()
+    }
+}
+
+/// Parameters of a run (all rows share them).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SeedParams {
+    /// StatefulSets.
+    pub sets: usize,
+    /// Replicas per set.
+    pub replicas: usize,
+    /// Nodes (one daemon pod each).
+    pub nodes: usize,
+    /// StatefulSet controller workers.
+    pub set_workers: usize,
+    /// DaemonSet controller workers.
+    pub daemon_workers: usize,
+    /// inproc: events delivered into the queue per second (open loop).
+    pub rate: u64,
+    /// Time from a pod's creation to its start by the kubelet, milliseconds.
+    pub startup_delay_ms: u64,
+    /// A row ends at this time even if not every pod runs, seconds.
+    pub max_time_s: f64,
+    /// Time a row goes on after every pod runs, seconds.
+    pub settle_s: f64,
+    /// How the StatefulSet controller finds a set's pods.
+    pub set_list: SetListMode,
+    /// How the DaemonSet controller finds its pods.
+    #[serde(default)]
+    pub daemon_list: DaemonListMode,
+    /// StatefulSet pod management policy.
+    pub policy: PodManagement,
+    /// Size of the StatefulSet pods in process (`None`: realistic).
+    pub pod_profile: Option<PodProfile>,
+    /// Size of the StatefulSet pods over HTTP.
+    pub http_pod_profile: PodProfile,
+    /// Where the cache's writer and the controllers run.
+    #[serde(default)]
+    pub placement: Placement,
+    /// inproc: how the cluster model's stream is scheduled.
+    #[serde(default)]
+    pub stream_priority: StreamPriority,
+}
+
+impl SeedParams {
+    /// The pod profile of `mode`.
+    pub fn profile(&self, mode: Mode) -> PodProfile {
+        match mode {
+            Mode::Http => self.http_pod_profile,
+            Mode::Inproc => self.pod_profile.unwrap_or(PodProfile::Realistic),
+        }
+    }
+
+    /// The startup delay.
+    pub fn startup_delay(&self) -> Duration {
+        Duration::from_millis(self.startup_delay_ms)
+    }
+}
+
+/// What the parent tells a worker in http mode.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// Base URL of the test API server.
+    pub url: String,
+}
+
+/// Starts a test API server for one http row: nodes, sets and the daemon set created, the
+/// simulated kubelet on. Call inside a Tokio runtime.
+pub async fn start_server(
+    params: &SeedParams,
+) -> Result<snapinformer_apiserver::ServerHandle, String> {
+    use snapinformer_apiserver::{Config, KubeletConfig, TestApiServer, generate};
+    let config = Config {
+        kubelet: Some(KubeletConfig { startup_delay: params.startup_delay(), schedule: false }),
+        history_size: (params.sets * params.replicas * 2).max(100_000),
+        ..Config::default()
+    };
+    let server = TestApiServer::start(config)
+        .await
+        .map_err(|e| format!("starting the test API server: {e}"))?;
+    server
+        .bulk_create_nodes(generate::nodes(params.nodes))
+        .map_err(|e| format!("creating nodes: {e}"))?;
+    let sets = (0..params.sets).map(|i| {
+        generate::statefulset(crate::pods::NAMESPACE, &format!("web-{i}"), params.replicas as i32)
+    });
+    server.bulk_create(sets).map_err(|e| format!("creating sets: {e}"))?;
+    server
+        .create(&generate::daemonset(DAEMON_NAMESPACE, DAEMON_NAME))
+        .map_err(|e| format!("creating the daemon set: {e}"))?;
+    Ok(server)
+}

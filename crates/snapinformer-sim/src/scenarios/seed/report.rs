@@ -1,0 +1,365 @@
+//! The `seed` report: per row and mode, the targets, the like-for-like comparisons and the table.
+
+use std::fmt::Write as _;
+
+use super::{Mode, SeedParams, pipeline::MAX_BATCH};
+use crate::harness::{
+    heap::MemoryTrace,
+    repeat::RepeatInfo,
+    report::{Environment, fmt_us},
+    stats::Summary,
+};
+
+/// Everything measured for one row in one mode.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct SeedRowReport {
+    /// Row name (`snapshot+ryw`, `locked`, ...).
+    pub name: String,
+    /// The cache under test.
+    #[serde(alias = "backend")]
+    pub cache: String,
+    /// Whether read-your-writes was on.
+    pub read_your_writes: bool,
+    /// Deltas applied per second of processing time (apply, publish, hand to the handlers;
+    /// lock waits included).
+    pub apply_per_s: f64,
+    /// Staleness, microseconds: in process from each event's scheduled slot in the cluster
+    /// model's stream to its visibility to the controllers; over HTTP from its receipt (the
+    /// server's watch has no schedule).
+    pub staleness_us: Summary,
+    /// Staleness from each event's entry into the queue, microseconds.
+    #[serde(default)]
+    pub staleness_from_queue_us: Summary,
+    /// inproc: how late the cluster model's stream delivered events after their scheduled
+    /// slots, microseconds (it shares the cores with everything measured).
+    #[serde(default)]
+    pub stream_lateness_us: Summary,
+    /// inproc: the stream's time per slot (building and delivering one event), microseconds.
+    #[serde(default)]
+    pub stream_slot_us: Summary,
+    /// inproc: the scheduling the stream ran with (`realtime`, or `normal` and why).
+    #[serde(default)]
+    pub stream_priority: String,
+    /// inproc: CPU seconds the stream thread used (taken from the cores everything measured
+    /// shares).
+    #[serde(default)]
+    pub stream_cpu_s: f64,
+    /// Largest queue depth (deltas queued after a pop, plus the popped batch).
+    pub queue_depth_max: u64,
+    /// Queue depth when the row ended.
+    pub queue_depth_end: u64,
+    /// inproc: the most writes waiting in the cluster model for delivery (the watch's send
+    /// buffer; large when writes come faster than the stream rate, or the stream thread lacks
+    /// CPU).
+    pub undelivered_max: u64,
+    /// inproc: the most events the stream delivered at once after waking up late.
+    pub stream_burst_max: u64,
+    /// Namespace list latency seen by the controllers, microseconds.
+    pub list_us: Summary,
+    /// Index lookup latency seen by the controllers, microseconds.
+    pub index_us: Summary,
+    /// Peak heap of the worker process (exact, from the allocator's count).
+    pub peak_heap_bytes: u64,
+    /// Peak resident set size of the worker process.
+    pub rss_bytes: u64,
+    /// Heap and RSS sampled through the row.
+    #[serde(default)]
+    pub memory_trace: MemoryTrace,
+    /// Creates answered 409 AlreadyExists: decisions made on a stale cache.
+    pub conflicts_409: u64,
+    /// Daemon pods created on a node that already had one.
+    pub duplicate_daemon_pods: u64,
+    /// Time from the controllers' start until the cache showed every desired pod Running;
+    /// `None` if that did not happen within the time limit.
+    pub time_to_all_running_s: Option<f64>,
+    /// How long the row ran, seconds.
+    pub run_s: f64,
+    /// Deltas applied to the cache.
+    pub events_applied: u64,
+    /// StatefulSet pods created.
+    pub set_creates: u64,
+    /// StatefulSet pods deleted.
+    pub set_deletes: u64,
+    /// Daemon pods created.
+    pub daemon_creates: u64,
+    /// Extra daemon pods deleted.
+    pub daemon_deletes: u64,
+    /// Writes that failed for another reason than 409.
+    pub write_errors: u64,
+    /// Controller syncs.
+    pub syncs: u64,
+    /// Syncs that failed (a write failed) and were queued again with backoff.
+    #[serde(default)]
+    pub failed_syncs: u64,
+    /// Syncs put off by read-your-writes.
+    pub ryw_deferrals: u64,
+    /// Deep copies the cache made because an object it was handed was shared (0 unless the
+    /// harness shares objects with a cache that takes them by value).
+    #[serde(default)]
+    pub extra_copies: u64,
+    /// Pods in the cache at the end, after it drained.
+    pub cache_pods: u64,
+    /// Pods in the cluster at the end.
+    pub cluster_pods: u64,
+    /// `(seconds since the controllers started, queue depth)` samples.
+    pub depth_series: Vec<(f64, u64)>,
+    /// `(staleness us, cumulative fraction)` points.
+    pub staleness_cdf: Vec<(u64, f64)>,
+}
+
+/// The report of every row of one mode.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ModeReport {
+    /// `http` or `inproc`.
+    pub mode: Mode,
+    /// One entry per row.
+    #[serde(alias = "backends")]
+    pub rows: Vec<SeedRowReport>,
+    /// The targets checked on this mode.
+    pub targets: Vec<SeedTarget>,
+}
+
+/// The whole `seed` report (one per run under `runs/`, the median as `report.json`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SeedReport {
+    /// `"seed"`.
+    pub scenario: String,
+    /// Parameters.
+    pub params: SeedParams,
+    /// Where and how it ran.
+    pub environment: Environment,
+    /// One report per mode.
+    pub modes: Vec<ModeReport>,
+    /// For the median of repeated runs: the runs and every figure's range.
+    #[serde(default)]
+    pub repeat: Option<RepeatInfo>,
+}
+
+/// One target or comparison, as measured.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SeedTarget {
+    /// What is checked.
+    pub name: String,
+    /// What was measured.
+    pub value: String,
+    /// What it must be.
+    pub target: String,
+    /// Whether it is met.
+    pub pass: bool,
+}
+
+fn check(name: &str, value: String, target: String, pass: bool) -> SeedTarget {
+    SeedTarget { name: name.into(), value, target, pass }
+}
+
+/// Our read-your-writes row, against which the baselines' read-your-writes rows are compared.
+pub const HEADLINE: &str = "snapshot+ryw";
+
+/// The targets for one mode, and the like-for-like comparisons: our `+ryw` row against each
+/// baseline's `+ryw` row (where we win, and where we do not).
+pub fn targets(mode: Mode, rows: &[SeedRowReport]) -> Vec<SeedTarget> {
+    let mut out = Vec::new();
+    let find = |name: &str| rows.iter().find(|r| r.name == name);
+    for r in rows {
+        out.push(check(
+            &format!("{}: the cache equals the cluster once drained", r.name),
+            format!("{} cached, {} in the cluster", r.cache_pods, r.cluster_pods),
+            "equal".into(),
+            r.cache_pods == r.cluster_pods,
+        ));
+    }
+    for r in rows.iter().filter(|r| r.read_your_writes) {
+        out.push(check(
+            &format!("{}: zero 409 conflicts and zero duplicate daemon pods", r.name),
+            format!("{} conflicts, {} duplicates", r.conflicts_409, r.duplicate_daemon_pods),
+            "0 and 0".into(),
+            r.conflicts_409 == 0 && r.duplicate_daemon_pods == 0,
+        ));
+    }
+    if let Some(ours) = find(HEADLINE) {
+        out.push(check(
+            &format!("{HEADLINE}: every pod Running within the time limit"),
+            ours.time_to_all_running_s.map_or("not converged".into(), |t| format!("{t:.1} s")),
+            "converged".into(),
+            ours.time_to_all_running_s.is_some(),
+        ));
+        // A bounded queue: what is left at the end is no more than one batch's worth.
+        out.push(check(
+            &format!("{HEADLINE}: queue depth bounded (no backlog at the end)"),
+            format!("max {}, end {}", ours.queue_depth_max, ours.queue_depth_end),
+            format!("end <= {MAX_BATCH}"),
+            ours.queue_depth_end <= MAX_BATCH as u64,
+        ));
+        if mode == Mode::Inproc {
+            out.push(check(
+                &format!("{HEADLINE}: staleness p99 under 1 ms (inproc, from scheduled slots)"),
+                format!("{} us", ours.staleness_us.p99),
+                "< 1000 us".into(),
+                ours.staleness_us.p99 < 1000,
+            ));
+        }
+        for base in rows.iter().filter(|r| r.read_your_writes && r.name != HEADLINE) {
+            out.extend(compare(ours, base));
+        }
+    }
+    out
+}
+
+/// Where our `+ryw` row wins against `base` (also `+ryw`): time to converge, staleness, queue,
+/// memory. `pass` says whether ours is at least as good.
+fn compare(ours: &SeedRowReport, base: &SeedRowReport) -> Vec<SeedTarget> {
+    let vs = format!("{} vs {}", ours.name, base.name);
+    let time = |r: &SeedRowReport| r.time_to_all_running_s.unwrap_or(f64::INFINITY);
+    let secs = |r: &SeedRowReport| {
+        r.time_to_all_running_s.map_or("never".to_owned(), |t| format!("{t:.1} s"))
+    };
+    let heap = |r: &SeedRowReport| r.peak_heap_bytes as f64 / (1024.0 * 1024.0);
+    vec![
+        check(
+            &format!("{vs}: time until every pod Running"),
+            format!("{} vs {}", secs(ours), secs(base)),
+            "ours not later".into(),
+            time(ours) <= time(base),
+        ),
+        check(
+            &format!("{vs}: staleness p99"),
+            format!(
+                "{} vs {} ({:.1}x lower)",
+                fmt_us(ours.staleness_us.p99),
+                fmt_us(base.staleness_us.p99),
+                base.staleness_us.p99 as f64 / ours.staleness_us.p99.max(1) as f64
+            ),
+            "ours not higher".into(),
+            ours.staleness_us.p99 <= base.staleness_us.p99,
+        ),
+        check(
+            &format!("{vs}: queue depth max"),
+            format!("{} vs {}", ours.queue_depth_max, base.queue_depth_max),
+            "ours not higher".into(),
+            ours.queue_depth_max <= base.queue_depth_max,
+        ),
+        check(
+            &format!("{vs}: peak heap"),
+            format!("{:.0} MiB vs {:.0} MiB", heap(ours), heap(base)),
+            "ours not higher".into(),
+            ours.peak_heap_bytes <= base.peak_heap_bytes,
+        ),
+    ]
+}
+
+/// A figure with its range across runs when there is one.
+fn ranged(text: String, range: Option<(f64, f64)>, fmt: impl Fn(f64) -> String) -> String {
+    match range {
+        Some((lo, hi)) if lo != hi => format!("{text} [{}-{}]", fmt(lo), fmt(hi)),
+        _ => text,
+    }
+}
+
+/// The side-by-side table of mode number `m` of `report`.
+pub fn table(report: &SeedReport, m: usize) -> String {
+    let mode = &report.modes[m];
+    let spread = report.repeat.as_ref().map(|r| &r.spread);
+    let range =
+        |i: usize, path: &str| spread.and_then(|s| s.range(&format!("/modes/{m}/rows/{i}{path}")));
+    let us = |v: f64| fmt_us(v as u64);
+    let int = |v: f64| format!("{v:.0}");
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<18} {:>10} {:>9} {:>22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>16} {:>10} {:>20} {:>8} {:>8}",
+        "row",
+        "apply/s",
+        "stale p50",
+        "stale p99",
+        "stale max",
+        "from queue",
+        "depth max",
+        "list p99",
+        "index p99",
+        "409s",
+        "dups",
+        "all running",
+        "heap MiB",
+        "rss MiB"
+    );
+    for (i, r) in mode.rows.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "{:<18} {:>10.0} {:>9} {:>22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>16} {:>10} {:>20} {:>8.0} {:>8.0}",
+            r.name,
+            r.apply_per_s,
+            fmt_us(r.staleness_us.p50),
+            ranged(fmt_us(r.staleness_us.p99), range(i, "/staleness_us/p99"), us),
+            fmt_us(r.staleness_us.max),
+            fmt_us(r.staleness_from_queue_us.p99),
+            r.queue_depth_max,
+            fmt_us(r.list_us.p99),
+            fmt_us(r.index_us.p99),
+            ranged(r.conflicts_409.to_string(), range(i, "/conflicts_409"), int),
+            ranged(r.duplicate_daemon_pods.to_string(), range(i, "/duplicate_daemon_pods"), int),
+            ranged(
+                r.time_to_all_running_s.map_or("never".to_owned(), |t| format!("{t:.1}s")),
+                range(i, "/time_to_all_running_s"),
+                |v| format!("{v:.1}s")
+            ),
+            r.peak_heap_bytes as f64 / (1024.0 * 1024.0),
+            r.rss_bytes as f64 / (1024.0 * 1024.0),
+        );
+    }
+    if mode.mode == Mode::Inproc {
+        let late: Vec<String> = mode
+            .rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} ({:.1} s CPU, {})",
+                    r.name,
+                    fmt_us(r.stream_lateness_us.p99),
+                    r.stream_cpu_s,
+                    r.stream_priority
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  cluster model's stream lateness p99 (included in staleness): {}",
+            late.join(", ")
+        );
+    }
+    for t in &mode.targets {
+        let _ = writeln!(
+            s,
+            "  [{}] {}: {} (target {})",
+            if t.pass { "ok" } else { "MISS" },
+            t.name,
+            t.value,
+            t.target
+        );
+    }
+    s
+}
+
+/// The staleness definition of `mode`, for titles.
+pub fn staleness_basis(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Inproc => "from the scheduled slot",
+        Mode::Http => "from receipt",
+    }
+}
+
+/// Parameters line for the report's head.
+pub fn describe(p: &SeedParams) -> String {
+    format!(
+        "seed: {} StatefulSets x {} replicas in one namespace + a DaemonSet on {} nodes; {} StatefulSet and {} DaemonSet workers, {}; set reads: {:?}, daemon reads: {:?}; inproc: {}/s, stream priority {:?}",
+        p.sets,
+        p.replicas,
+        p.nodes,
+        p.set_workers,
+        p.daemon_workers,
+        p.placement.name(),
+        p.set_list,
+        p.daemon_list,
+        p.rate,
+        p.stream_priority
+    )
+}

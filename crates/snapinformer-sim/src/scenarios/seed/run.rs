@@ -1,0 +1,407 @@
+//! One row of `seed`, in this process, phase by phase: learn the world (sets, nodes, daemon
+//! set), start the cache under test and the source that feeds it, run the controllers while
+//! watching for convergence, drain, and report.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, StatefulSet},
+    core::v1::{Node, Pod},
+};
+use kube::api::{Api, ListParams};
+
+use super::{
+    DAEMON_NAME, DAEMON_NAMESPACE, Mode, Row, SeedParams, ServerInfo,
+    cache::{Classifier, SeedCache, Wiring, summary},
+    cluster::{Cluster, HttpCluster, InprocCluster, StreamStats},
+    controllers::{ControllerConfig, Controllers, DaemonSpec, Queues, SetSpec},
+    informer_cache,
+    pipeline::HarnessCache,
+    report::SeedRowReport,
+    slots::SlotLog,
+};
+use crate::{
+    harness::{
+        PhaseLog,
+        heap::{HeapMeter, MemorySampler},
+    },
+    pods::{self, NAMESPACE},
+};
+
+/// The sets, the daemon set and (over HTTP) the client to the server.
+struct World {
+    sets: Vec<SetSpec>,
+    daemon: DaemonSpec,
+    client: Option<kube::Client>,
+}
+
+fn set_index(name: &str) -> usize {
+    name.rsplit('-').next().and_then(|i| i.parse().ok()).unwrap_or(0)
+}
+
+/// Reads the sets, the daemon set and the nodes from the server, as the controllers' informers
+/// would at start.
+async fn discover(client: kube::Client) -> Result<(Vec<SetSpec>, DaemonSpec), String> {
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let sets = sets.list(&ListParams::default()).await.map_err(|e| format!("listing sets: {e}"))?;
+    let sets = sets
+        .items
+        .into_iter()
+        .map(|s| {
+            let name = s.metadata.name.clone().unwrap_or_default();
+            SetSpec {
+                namespace: NAMESPACE.into(),
+                index: set_index(&name),
+                uid: s.metadata.uid.clone().unwrap_or_default(),
+                replicas: s.spec.and_then(|s| s.replicas).unwrap_or(1).max(0) as usize,
+                name,
+            }
+        })
+        .collect();
+    let ds: Api<DaemonSet> = Api::namespaced(client.clone(), DAEMON_NAMESPACE);
+    let ds = ds.get(DAEMON_NAME).await.map_err(|e| format!("reading the daemon set: {e}"))?;
+    let nodes: Api<Node> = Api::all(client);
+    let nodes =
+        nodes.list(&ListParams::default()).await.map_err(|e| format!("listing nodes: {e}"))?;
+    let daemon = DaemonSpec {
+        namespace: DAEMON_NAMESPACE.into(),
+        name: DAEMON_NAME.into(),
+        uid: ds.metadata.uid.unwrap_or_default(),
+        nodes: nodes.items.into_iter().filter_map(|n| n.metadata.name).collect(),
+    };
+    Ok((sets, daemon))
+}
+
+/// Sets, nodes and the daemon set: from the server, or made up for the in-process model.
+fn world(
+    mode: Mode,
+    params: &SeedParams,
+    server: Option<&ServerInfo>,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<World, String> {
+    match mode {
+        Mode::Http => {
+            let url = &server.ok_or("http mode needs a server")?.url;
+            let uri = url.parse().map_err(|e| format!("server URL {url}: {e}"))?;
+            let mut config = kube::Config::new(uri);
+            config.read_timeout = Some(Duration::from_secs(330));
+            let client = {
+                let _guard = runtime.enter();
+                kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))?
+            };
+            let (sets, daemon) = runtime.block_on(discover(client.clone()))?;
+            Ok(World { sets, daemon, client: Some(client) })
+        }
+        Mode::Inproc => {
+            let sets = (0..params.sets)
+                .map(|i| SetSpec {
+                    namespace: NAMESPACE.into(),
+                    name: format!("web-{i}"),
+                    uid: pods::owner_uid(i),
+                    replicas: params.replicas,
+                    index: i,
+                })
+                .collect();
+            let daemon = DaemonSpec {
+                namespace: DAEMON_NAMESPACE.into(),
+                name: DAEMON_NAME.into(),
+                uid: "d5e0c0de-0000-4000-8000-000000000001".into(),
+                nodes: (0..params.nodes).map(pods::node_name).collect(),
+            };
+            Ok(World { sets, daemon, client: None })
+        }
+    }
+}
+
+/// Starts the cache of `row`: ours through the informer API, a baseline through the pipeline.
+pub fn start_cache(row: Row, wiring: Wiring) -> Result<Box<dyn SeedCache>, String> {
+    match informer_cache::start(row.cache, wiring.clone())? {
+        Some(cache) => Ok(cache),
+        None => Ok(Box::new(HarnessCache::start(row.cache, wiring))),
+    }
+}
+
+/// What feeds the cache and takes the controllers' writes.
+enum Source {
+    Inproc {
+        cluster: Arc<InprocCluster>,
+        stream: thread::JoinHandle<StreamStats>,
+        stop: Arc<AtomicBool>,
+    },
+    Http {
+        cluster: Arc<HttpCluster>,
+        reflector: snapinformer_kube::ReflectorHandle,
+        client: kube::Client,
+    },
+}
+
+impl Source {
+    fn start(
+        world: &World,
+        params: &SeedParams,
+        cache: &dyn SeedCache,
+        slots: Arc<SlotLog>,
+        runtime: &tokio::runtime::Runtime,
+    ) -> Result<Source, String> {
+        match &world.client {
+            Some(client) => {
+                let reflector = {
+                    let _guard = runtime.enter();
+                    snapinformer_kube::Reflector::new(
+                        Api::<Pod>::all(client.clone()),
+                        cache.queue(),
+                        snapinformer_kube::ReflectorConfig::new().name("seed-pods"),
+                    )
+                    .spawn()
+                };
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !cache.queue().has_synced() {
+                    if Instant::now() > deadline {
+                        return Err("the pod reflector did not sync within 60 s".into());
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
+                let cluster = Arc::new(HttpCluster::new(runtime.handle().clone(), client.clone()));
+                Ok(Source::Http { cluster, reflector, client: client.clone() })
+            }
+            None => {
+                let cluster =
+                    Arc::new(InprocCluster::new(cache.queue(), slots, params.startup_delay()));
+                // The stream stands for the API server, which is neither the cache's writer nor
+                // a controller: never pinned.
+                let stop = Arc::new(AtomicBool::new(false));
+                let stream =
+                    cluster.run_stream(params.rate, stop.clone(), None, params.stream_priority);
+                Ok(Source::Inproc { cluster, stream, stop })
+            }
+        }
+    }
+
+    fn cluster(&self) -> Arc<dyn Cluster> {
+        match self {
+            Source::Inproc { cluster, .. } => cluster.clone(),
+            Source::Http { cluster, .. } => cluster.clone(),
+        }
+    }
+
+    fn inproc(&self) -> Option<&InprocCluster> {
+        match self {
+            Source::Inproc { cluster, .. } => Some(cluster),
+            Source::Http { .. } => None,
+        }
+    }
+
+    /// Stops the source once the controllers stopped writing, lets the cache catch up with the
+    /// cluster, and returns the cluster's pod count (and, in process, what the stream cost).
+    fn drain(
+        self,
+        cache: &dyn SeedCache,
+        runtime: &tokio::runtime::Runtime,
+    ) -> (u64, Option<StreamStats>) {
+        match self {
+            Source::Inproc { cluster, stream, stop } => {
+                stop.store(true, Ordering::Relaxed);
+                let stats = stream.join().ok();
+                cache.wait_for(cluster.resource_version(), Duration::from_secs(120));
+                (cluster.pod_count() as u64, stats)
+            }
+            Source::Http { reflector, client, .. } => {
+                let count = runtime
+                    .block_on(async {
+                        Api::<Pod>::all(client).list_metadata(&ListParams::default()).await
+                    })
+                    .map(|l| l.items.len() as u64)
+                    .unwrap_or(0);
+                // Wait until the queue stays empty for a moment: the watch has delivered the
+                // rest.
+                let deadline = Instant::now() + Duration::from_secs(120);
+                let mut quiet_since = Instant::now();
+                while Instant::now() < deadline {
+                    if !cache.queue().is_empty() {
+                        quiet_since = Instant::now();
+                    } else if quiet_since.elapsed() > Duration::from_millis(1500) {
+                        break;
+                    }
+                    thread::sleep(Duration::from_millis(50));
+                }
+                runtime.block_on(reflector.stop());
+                (count, None)
+            }
+        }
+    }
+}
+
+/// What the watch over the running controllers saw.
+#[derive(Default)]
+struct Watched {
+    depth_series: Vec<(f64, u64)>,
+    undelivered_max: u64,
+    converged_at: Option<f64>,
+    run_s: f64,
+    queue_depth_end: u64,
+}
+
+/// Samples the queue every 100 ms until every desired pod runs (plus the settle time) or the
+/// time limit, reporting progress every second.
+fn watch(
+    cache: &dyn SeedCache,
+    controllers: &Controllers,
+    source: &Source,
+    params: &SeedParams,
+    label: &str,
+    log: PhaseLog<'_>,
+) -> Watched {
+    let desired = controllers.desired_set_pods();
+    let nodes = params.nodes;
+    let started = Instant::now();
+    let mut w = Watched::default();
+    let mut last_report = 0.0;
+    let counters = cache.counters();
+    loop {
+        thread::sleep(Duration::from_millis(100));
+        let t = started.elapsed().as_secs_f64();
+        let depth = cache.queue().len() as u64;
+        w.depth_series.push((t, depth));
+        if let Some(inproc) = source.inproc() {
+            w.undelivered_max = w.undelivered_max.max(inproc.undelivered() as u64);
+        }
+        let running = counters.set_pods_running.load(Ordering::Relaxed);
+        let daemon_nodes = counters.nodes_with_running_daemon.load(Ordering::Relaxed);
+        if w.converged_at.is_none() && running >= desired && daemon_nodes >= nodes {
+            w.converged_at = Some(t);
+        }
+        if t - last_report >= 1.0 {
+            last_report = t;
+            log(&format!(
+                "{label}: {t:.0}s, running in cache {running}/{desired} + {daemon_nodes}/{nodes} daemon, queue {depth}, 409s {}, duplicates {}",
+                controllers.counters.conflicts_409.load(Ordering::Relaxed),
+                controllers.duplicate_daemon_pods(),
+            ));
+        }
+        if w.converged_at.is_some_and(|c| t - c >= params.settle_s) || t >= params.max_time_s {
+            break;
+        }
+    }
+    w.run_s = started.elapsed().as_secs_f64();
+    w.queue_depth_end = cache.queue().len() as u64;
+    w
+}
+
+/// Runs one row in this process. With `leak_at_end`, the cache is not freed at the end (for a
+/// worker process that exits right after).
+pub fn run_row(
+    row: Row,
+    mode: Mode,
+    params: &SeedParams,
+    server: Option<&ServerInfo>,
+    heap: &'static dyn HeapMeter,
+    log: PhaseLog<'_>,
+    leak_at_end: bool,
+) -> Result<SeedRowReport, String> {
+    let sampler = MemorySampler::start(heap, Duration::from_millis(100));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting runtime: {e}"))?;
+    let label = format!("{} {}", mode.name(), row.name());
+    let world = world(mode, params, server, &runtime)?;
+    let queues = Queues::new(format!("{DAEMON_NAMESPACE}/{DAEMON_NAME}"));
+    let classifier = Classifier {
+        nodes: world.daemon.nodes.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect(),
+        daemon_uid: world.daemon.uid.clone(),
+    };
+    let cores = params.placement.cores();
+    let slots = Arc::new(SlotLog::new());
+    let wiring = Wiring {
+        classifier,
+        notify: Arc::new(queues.clone()),
+        slots: slots.clone(),
+        core: cores.writer,
+    };
+    let cache = start_cache(row, wiring)?;
+    let source = Source::start(&world, params, &*cache, slots, &runtime)?;
+    let config = ControllerConfig {
+        read_your_writes: row.read_your_writes,
+        set_list: params.set_list,
+        daemon_list: params.daemon_list,
+        policy: params.policy,
+        set_workers: params.set_workers,
+        daemon_workers: params.daemon_workers,
+        profile: params.profile(mode),
+    };
+    let nodes = world.daemon.nodes.len();
+    let controllers =
+        Controllers::new(config, world.sets, world.daemon, source.cluster(), queues.clone());
+    log(&format!(
+        "{label}: controllers start ({} set pods, {nodes} nodes)",
+        controllers.desired_set_pods()
+    ));
+    let workers = controllers.start(cache.pod_cache(), cores.readers);
+    let watched = watch(&*cache, &controllers, &source, params, &label, log);
+
+    log(&format!("{label}: stopping, draining the cache"));
+    queues.shut_down();
+    controllers.stop_writing();
+    for w in workers {
+        let _ = w.join();
+    }
+    let lateness = source.inproc().map(|c| c.lateness.latency().summary()).unwrap_or_default();
+    let slot_cost = source.inproc().map(|c| c.slot_cost.latency().summary()).unwrap_or_default();
+    let stream_burst_max = source.inproc().map_or(0, |c| c.burst_max.load(Ordering::Relaxed));
+    let (cluster_pods, stream) = source.drain(&*cache, &runtime);
+    let outcome = cache.finish(leak_at_end);
+    let memory = sampler.finish();
+    let c = &controllers.counters;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let report = SeedRowReport {
+        name: row.name(),
+        cache: row.cache.name().into(),
+        read_your_writes: row.read_your_writes,
+        apply_per_s: outcome.applied as f64 / outcome.processing_s.max(1e-9),
+        staleness_us: outcome.staleness.from_slot.summary(),
+        staleness_from_queue_us: outcome.staleness.from_queue.summary(),
+        stream_lateness_us: lateness,
+        stream_slot_us: slot_cost,
+        stream_priority: stream.as_ref().map(|s| s.priority.clone()).unwrap_or_default(),
+        stream_cpu_s: stream.as_ref().map_or(0.0, |s| s.cpu_s),
+        queue_depth_max: outcome.depth_max,
+        queue_depth_end: watched.queue_depth_end,
+        undelivered_max: watched.undelivered_max,
+        stream_burst_max,
+        list_us: summary(&controllers.reads.list),
+        index_us: summary(&controllers.reads.index),
+        peak_heap_bytes: memory.heap_peak_bytes,
+        rss_bytes: memory.rss_peak_bytes,
+        conflicts_409: load(&c.conflicts_409),
+        duplicate_daemon_pods: controllers.duplicate_daemon_pods(),
+        time_to_all_running_s: watched.converged_at,
+        run_s: watched.run_s,
+        events_applied: outcome.applied,
+        set_creates: load(&c.set_creates),
+        set_deletes: load(&c.set_deletes),
+        daemon_creates: load(&c.daemon_creates),
+        daemon_deletes: load(&c.daemon_deletes),
+        write_errors: load(&c.write_errors),
+        syncs: load(&c.syncs),
+        failed_syncs: load(&c.failed_syncs),
+        ryw_deferrals: load(&c.ryw_deferrals),
+        extra_copies: outcome.extra_copies,
+        cache_pods: outcome.pods,
+        cluster_pods,
+        depth_series: watched.depth_series,
+        staleness_cdf: outcome.staleness.from_slot.cdf(),
+        memory_trace: memory,
+    };
+    if leak_at_end {
+        std::mem::forget(controllers);
+    }
+    Ok(report)
+}

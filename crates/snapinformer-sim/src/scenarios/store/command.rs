@@ -1,0 +1,296 @@
+//! The `store` command: its arguments, the parent that runs every row's worker process (repeated,
+//! aggregated), and the worker side.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use super::{
+    StoreParams, StoreRowReport,
+    report::{self, LockCheck, StoreReport},
+    rows::{self, Runner, StoreRow},
+};
+use crate::{
+    harness::{
+        heap::HeapMeter,
+        plot::{self, PlotRow, SweepLine},
+        repeat::{RepeatInfo, aggregate_reports, run_file_name},
+        report::{Environment, now_rfc3339, write_json},
+        worker::{arg_name, phase_line, progress_bar, run_child},
+    },
+    rows::{CacheKind, lock},
+    scenarios::LoadArgs,
+};
+
+/// Arguments of `snapinformer-sim store`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// Population, readers, open loop and placement.
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Updates applied in each saturation phase (default: as many as objects, at least 20,000).
+    #[arg(long)]
+    pub updates: Option<usize>,
+    /// Rows to run, by name (default: all; see `rows::registry`).
+    #[arg(long, alias = "backends", value_delimiter = ',')]
+    pub rows: Vec<String>,
+    /// Offered rates of a sweep, run after the open loop (e.g. 5000,10000,20000,40000,80000):
+    /// staleness p99 and queue depth against offered load, and each row's highest sustainable
+    /// rate.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<u64>,
+    /// Length of each point of the sweep (its updates are generated before it, rate x length
+    /// pods in memory at once).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub sweep_duration: Duration,
+    /// Runs of the whole set of rows; the report gives the median and the range of every
+    /// figure (default 3, or 1 with --quick).
+    #[arg(long)]
+    pub repeat: Option<usize>,
+    /// Directory for report.json, runs/ and the plots.
+    #[arg(long, default_value = "out/store")]
+    pub out: PathBuf,
+    /// A small version that runs in seconds (for CI): 5,000 pods, 4 readers, 2 s at 5,000/s, one
+    /// run.
+    #[arg(long)]
+    pub quick: bool,
+    /// Internal: run one row in this process and write its JSON to --worker-out.
+    #[arg(long, hide = true, requires = "worker_out")]
+    pub worker: Option<String>,
+    /// Internal: where the worker writes its JSON.
+    #[arg(long, hide = true)]
+    pub worker_out: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The run's parameters (`--quick` replaces the load).
+    pub fn params(&self) -> StoreParams {
+        let l = &self.load;
+        let mut p = StoreParams {
+            objects: l.objects,
+            nodes: l.nodes,
+            readers: l.readers,
+            duration_s: l.duration.as_secs_f64(),
+            rate: l.rate,
+            updates: self.updates.unwrap_or(l.objects.max(20_000)),
+            open_loop: l.rate > 0,
+            pod_profile: l.pod_profile,
+            placement: l.placement,
+            sweep: self.sweep.clone(),
+            sweep_duration_s: self.sweep_duration.as_secs_f64(),
+        };
+        if self.quick {
+            p.objects = 5000;
+            p.nodes = 50;
+            p.readers = 4;
+            p.duration_s = 2.0;
+            p.rate = 5000;
+            p.updates = 20_000;
+            p.open_loop = true;
+            p.sweep_duration_s = p.sweep_duration_s.min(1.0);
+        }
+        p
+    }
+
+    fn repeat(&self) -> usize {
+        self.repeat.unwrap_or(if self.quick { 1 } else { 3 }).max(1)
+    }
+}
+
+/// Runs `store`: a worker's row when `--worker` is given, else every row in its own process.
+pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> Result<(), String> {
+    let params = args.params();
+    if let Some(name) = &args.worker {
+        let out = args.worker_out.as_ref().expect("clap requires --worker-out with --worker");
+        let kind = CacheKind::parse(name)
+            .ok_or_else(|| format!("{name:?} is not a row this executable runs"))?;
+        let report = super::run_row(kind, &params, heap, &|msg| phase_line(msg));
+        let json = serde_json::to_vec(&report).map_err(|e| e.to_string())?;
+        return std::fs::write(out, json).map_err(|e| format!("writing {}: {e}", out.display()));
+    }
+    if params.objects == 0 {
+        return Err("--objects must be at least 1".into());
+    }
+    if params.sweep.contains(&0) {
+        return Err("--sweep rates must be at least 1".into());
+    }
+    let rows = rows::select(&args.rows)?;
+    let runs_dir = args.out.join("runs");
+    std::fs::create_dir_all(&runs_dir)
+        .map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
+    let started_at = now_rfc3339();
+    let repeat = args.repeat();
+    let lock_check = rows.iter().any(|r| r.name.starts_with("locked")).then(check_locks);
+    let bar = progress_bar((rows.len() * repeat) as u64, "rows");
+    let mut runs = Vec::new();
+    let mut files = Vec::new();
+    for i in 1..=repeat {
+        let mut reports = Vec::new();
+        for row in &rows {
+            bar.set_message(format!("run {i}/{repeat} {}: starting", row.name));
+            reports.push(run_worker(row, &params, &args.out, &bar)?);
+            bar.inc(1);
+        }
+        let run = assemble(&params, allocator, &started_at, reports, lock_check.clone());
+        let file = run_file_name("store", &started_at, i);
+        write_json(&runs_dir.join(&file), &run)?;
+        files.push(format!("runs/{file}"));
+        runs.push(run);
+    }
+    bar.finish_and_clear();
+    let aggregated = aggregate_reports(&runs).map_err(|e| e.to_string())?;
+    let mut report = aggregated.median;
+    report.targets = all_targets(&report.rows, params.open_loop);
+    report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
+    println!("{}", report::table(&report));
+    let json_path = args.out.join("report.json");
+    write_json(&json_path, &report)?;
+    println!(
+        "wrote {} (and {repeat} run reports under {})",
+        json_path.display(),
+        runs_dir.display()
+    );
+    write_plots(&args.out, &report);
+    Ok(())
+}
+
+/// Measures how the locked rows' lock flavours treat a waiting reader (a fraction of a second).
+fn check_locks() -> LockCheck {
+    let (turns, hold) = (20, Duration::from_millis(5));
+    LockCheck {
+        turns,
+        hold_ms: hold.as_secs_f64() * 1e3,
+        hand_off: lock::reader_wait_turns(lock::LockFlavor::HandOff, turns, hold),
+        std: lock::reader_wait_turns(lock::LockFlavor::Std, turns, hold),
+    }
+}
+
+fn all_targets(
+    rows: &[StoreRowReport],
+    open_loop: bool,
+) -> Vec<crate::harness::report::TargetCheck> {
+    rows.iter()
+        .filter(|r| CacheKind::parse(&r.name).is_some_and(CacheKind::is_ours))
+        .flat_map(|r| report::targets(rows, &r.name, open_loop))
+        .collect()
+}
+
+fn assemble(
+    params: &StoreParams,
+    allocator: &str,
+    started_at: &str,
+    rows: Vec<StoreRowReport>,
+    lock_check: Option<LockCheck>,
+) -> StoreReport {
+    StoreReport {
+        scenario: "store".into(),
+        params: params.clone(),
+        environment: Environment::capture(started_at.to_owned(), allocator),
+        targets: all_targets(&rows, params.open_loop),
+        rows,
+        lock_check,
+        repeat: None,
+    }
+}
+
+/// The flags every store worker gets: the resolved parameters, never `--quick`.
+pub fn worker_args(p: &StoreParams) -> Vec<String> {
+    let mut a = vec![
+        "store".to_owned(),
+        "--objects".into(),
+        p.objects.to_string(),
+        "--nodes".into(),
+        p.nodes.to_string(),
+        "--readers".into(),
+        p.readers.to_string(),
+        "--duration".into(),
+        format!("{}ms", (p.duration_s * 1e3).round() as u64),
+        "--rate".into(),
+        p.rate.to_string(),
+        "--updates".into(),
+        p.updates.to_string(),
+        "--pod-profile".into(),
+        arg_name(&p.pod_profile),
+        "--placement".into(),
+        arg_name(&p.placement),
+    ];
+    if !p.sweep.is_empty() {
+        let rates: Vec<String> = p.sweep.iter().map(u64::to_string).collect();
+        a.extend([
+            "--sweep".into(),
+            rates.join(","),
+            "--sweep-duration".into(),
+            format!("{}ms", (p.sweep_duration_s * 1e3).round() as u64),
+        ]);
+    }
+    a
+}
+
+/// Runs one row's worker process and reads its report.
+fn run_worker(
+    row: &StoreRow,
+    params: &StoreParams,
+    out_dir: &Path,
+    bar: &indicatif::ProgressBar,
+) -> Result<StoreRowReport, String> {
+    let program = match &row.runner {
+        Runner::InProcess(_) => {
+            std::env::current_exe().map_err(|e| format!("finding own executable: {e}"))?
+        }
+        Runner::Program(path) => path.clone(),
+    };
+    let out = out_dir.join(format!(".worker-{}.json", row.name));
+    let mut cmd = Command::new(program);
+    cmd.args(worker_args(params)).args(["--worker", &row.name]).arg("--worker-out").arg(&out);
+    let mut report: StoreRowReport = run_child(cmd, &out, &row.name, bar)?;
+    report.name.clone_from(&row.name);
+    Ok(report)
+}
+
+fn write_plots(out: &Path, report: &StoreReport) {
+    let p = &report.params;
+    let subtitle =
+        format!("{} pods, {} readers {}, {}/s", p.objects, p.readers, p.placement.name(), p.rate);
+    let mut written = Vec::new();
+    if p.open_loop {
+        let rows: Vec<PlotRow<'_>> = report
+            .rows
+            .iter()
+            .map(|r| PlotRow {
+                name: &r.name,
+                staleness_p99_us: r.staleness_us.p99,
+                staleness_cdf: &r.staleness_cdf,
+                depth_max: r.queue_depth_max,
+                depth_series: &r.depth_series,
+            })
+            .collect();
+        match plot::write_plots(out, &rows, &subtitle) {
+            Ok(files) => written.extend(files),
+            Err(e) => eprintln!("warning: plots not written: {e}"),
+        }
+    }
+    if !p.sweep.is_empty() {
+        let lines: Vec<SweepLine<'_>> = report
+            .rows
+            .iter()
+            .map(|r| SweepLine {
+                name: &r.name,
+                points: r
+                    .sweep
+                    .iter()
+                    .map(|s| (s.rate as f64, s.staleness_us.p99 as f64, s.queue_depth_max as f64))
+                    .collect(),
+            })
+            .collect();
+        let subtitle = format!("{} pods, {} readers {}", p.objects, p.readers, p.placement.name());
+        match plot::write_sweep_plots(out, &lines, &subtitle) {
+            Ok(files) => written.extend(files),
+            Err(e) => eprintln!("warning: sweep plots not written: {e}"),
+        }
+    }
+    for f in written {
+        println!("wrote {}", f.display());
+    }
+}

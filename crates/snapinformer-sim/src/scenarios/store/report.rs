@@ -1,0 +1,334 @@
+//! The `store` report: the side-by-side tables, the targets, and `report.json`.
+
+use std::fmt::Write as _;
+
+use super::{StoreParams, StoreRowReport, sweep};
+use crate::{
+    harness::{
+        repeat::RepeatInfo,
+        report::{Environment, TargetCheck, fmt_us},
+    },
+    rows::lock::WaitTurns,
+};
+
+/// The whole `store` report as written to `report.json` (one per run under `runs/`, and the
+/// median of the runs as `report.json`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StoreReport {
+    /// Always `"store"`.
+    pub scenario: String,
+    /// Parameters shared by every row.
+    pub params: StoreParams,
+    /// When and where it ran.
+    pub environment: Environment,
+    /// One entry per row.
+    #[serde(alias = "backends")]
+    pub rows: Vec<StoreRowReport>,
+    /// The targets, computed from this report's figures.
+    pub targets: Vec<TargetCheck>,
+    /// How the locked rows' two lock flavours treat a waiting reader, measured in the parent.
+    #[serde(default)]
+    pub lock_check: Option<LockCheck>,
+    /// For the median of repeated runs: the runs and every figure's range.
+    #[serde(default)]
+    pub repeat: Option<RepeatInfo>,
+}
+
+/// A writer taking the lock `turns` times for `hold_ms` each while a reader reads in a loop:
+/// how many writer turns a read waited for, with Go's hand-off and with std's lock.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct LockCheck {
+    /// Writer turns.
+    pub turns: u64,
+    /// Milliseconds the writer holds the lock per turn.
+    pub hold_ms: f64,
+    /// `locked`, `locked-bg`, `locked-batch`: parking_lot with a fair (handing-off) unlock.
+    pub hand_off: WaitTurns,
+    /// `locked-std`: std's `RwLock`.
+    pub std: WaitTurns,
+}
+
+fn find<'a>(r: &'a [StoreRowReport], name: &str) -> Option<&'a StoreRowReport> {
+    r.iter().find(|b| b.name == name)
+}
+
+/// Heap peak of a row: the whole run's if the worker sampled it, else its memory phase's.
+fn heap_peak(r: &StoreRowReport) -> u64 {
+    if r.memory_trace.heap_peak_bytes > 0 {
+        r.memory_trace.heap_peak_bytes
+    } else {
+        r.peak_heap_bytes
+    }
+}
+
+/// The store targets for our row `ours`, against the anchor (`client-go` when it ran, else the
+/// `locked` control) and against `locked`.
+pub fn targets(r: &[StoreRowReport], ours: &str, open_loop: bool) -> Vec<TargetCheck> {
+    let Some(o) = find(r, ours) else { return Vec::new() };
+    let locked = find(r, "locked");
+    let anchor = find(r, "client-go").or(locked);
+    let mut out = Vec::new();
+    let mut push = |target: String, measured: f64, bound: f64, higher_is_better: bool| {
+        let met = if higher_is_better { measured >= bound } else { measured <= bound };
+        out.push(TargetCheck { target, measured, bound, met });
+    };
+    if let Some(a) = anchor {
+        let an = &a.name;
+        if open_loop {
+            push(
+                format!("{an} staleness p99 / {ours} staleness p99 (>= 100x)"),
+                a.staleness_us.p99 as f64 / o.staleness_us.p99.max(1) as f64,
+                100.0,
+                true,
+            );
+        }
+        push(
+            format!("{ours} apply/s with readers vs {an} (>= 1.0x)"),
+            o.apply_per_s_with_readers / a.apply_per_s_with_readers.max(1e-9),
+            1.0,
+            true,
+        );
+        push(
+            format!("{ours} heap peak vs {an} (<= 1.0x)"),
+            heap_peak(o) as f64 / heap_peak(a).max(1) as f64,
+            1.0,
+            false,
+        );
+    }
+    if open_loop {
+        push(
+            format!("{ours} staleness p99 in us (< 1000)"),
+            o.staleness_us.p99 as f64,
+            1000.0,
+            false,
+        );
+    }
+    if let Some(l) = locked {
+        push(
+            format!("{ours} apply/s without readers vs locked (>= 0.7x)"),
+            o.apply_per_s / l.apply_per_s.max(1e-9),
+            0.7,
+            true,
+        );
+        push(
+            format!("{ours} structure bytes/entry vs locked, idle (<= 1.5x)"),
+            o.memory.structure_per_entry_idle / l.memory.structure_per_entry_idle.max(1.0),
+            1.5,
+            false,
+        );
+        push(
+            format!("{ours} structure bytes/entry vs locked, reader holding (<= 1.5x)"),
+            o.memory.structure_per_entry_holding / l.memory.structure_per_entry_holding.max(1.0),
+            1.5,
+            false,
+        );
+    }
+    push(
+        format!("{ours} apply/s with readers vs its own without (>= 0.9x)"),
+        o.apply_per_s_with_readers / o.apply_per_s.max(1e-9),
+        0.9,
+        true,
+    );
+    if let Some(c) = &o.read_costs {
+        push(
+            format!("{ours} owner lookup of one owner's pods, owned, alone, us (< 20)"),
+            c.owner_us,
+            20.0,
+            false,
+        );
+    }
+    out
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.0}", b as f64 / (1024.0 * 1024.0))
+}
+
+/// A figure with its range across runs when there is one: `60323 [57012-61204]`.
+fn with_range(text: String, range: Option<(f64, f64)>, fmt: impl Fn(f64) -> String) -> String {
+    match range {
+        Some((lo, hi)) if lo != hi => format!("{text} [{}-{}]", fmt(lo), fmt(hi)),
+        _ => text,
+    }
+}
+
+/// The side-by-side tables (figures, read costs, sweep) and the targets.
+pub fn table(report: &StoreReport) -> String {
+    let mut s = String::new();
+    let p = &report.params;
+    let spread = report.repeat.as_ref().map(|r| &r.spread);
+    let range = |i: usize, path: &str| spread.and_then(|sp| sp.range(&format!("/rows/{i}{path}")));
+    let _ = writeln!(
+        s,
+        "store scenario: {} pods ({:?} profile: {} B as JSON, {} B in memory), {} readers {}, saturation {} updates, open loop {}/s for {:.0}s, allocator {}{}\n",
+        p.objects,
+        p.pod_profile,
+        report.rows.first().map(|b| b.memory.json_bytes_per_object).unwrap_or(0),
+        report.rows.first().map(|b| b.memory.bytes_per_object).unwrap_or(0),
+        p.readers,
+        p.placement.name(),
+        p.updates,
+        p.rate,
+        p.duration_s,
+        report.environment.allocator,
+        match &report.repeat {
+            Some(r) if r.runs > 1 => {
+                format!("; median of {} runs, [min-max] where runs differ", r.runs)
+            }
+            _ => String::new(),
+        },
+    );
+    let _ = writeln!(
+        s,
+        "{:<14} {:>24} {:>24} {:>30} {:>16} {:>15} {:>13} {:>15} {:>9} {:>9} {:>9} {:>6} {:>6}",
+        "row",
+        "apply/s",
+        "w/readers",
+        "staleness p50/p99/max",
+        "depth max/end",
+        "list p50/p99",
+        "index p50/p99",
+        "nslist p50/p99",
+        "heap MiB",
+        "peak MiB",
+        "rss MiB",
+        "B/ent",
+        "B/hold"
+    );
+    for (i, b) in report.rows.iter().enumerate() {
+        let int = |v: f64| format!("{v:.0}");
+        let us = |v: f64| fmt_us(v as u64);
+        let _ = writeln!(
+            s,
+            "{:<14} {:>24} {:>24} {:>30} {:>16} {:>15} {:>13} {:>15} {:>9} {:>9} {:>9} {:>6.0} {:>6.0}",
+            b.name,
+            with_range(int(b.apply_per_s), range(i, "/apply_per_s"), int),
+            with_range(int(b.apply_per_s_with_readers), range(i, "/apply_per_s_with_readers"), int),
+            format!(
+                "{}/{}/{}",
+                fmt_us(b.staleness_us.p50),
+                with_range(fmt_us(b.staleness_us.p99), range(i, "/staleness_us/p99"), us),
+                fmt_us(b.staleness_us.max)
+            ),
+            format!("{}/{}", b.queue_depth_max, b.queue_depth_end),
+            format!("{}/{}", fmt_us(b.list_us.p50), fmt_us(b.list_us.p99)),
+            format!("{}/{}", fmt_us(b.index_us.p50), fmt_us(b.index_us.p99)),
+            format!("{}/{}", fmt_us(b.ns_list_us.p50), fmt_us(b.ns_list_us.p99)),
+            mib(b.memory.total_bytes),
+            mib(heap_peak(b)),
+            mib(b.memory_trace.rss_peak_bytes.max(b.rss_bytes)),
+            b.memory.structure_per_entry_idle,
+            b.memory.structure_per_entry_holding,
+        );
+    }
+    read_costs_table(&mut s, report);
+    sweep_table(&mut s, report);
+    if let Some(c) = &report.lock_check {
+        let _ = writeln!(
+            s,
+            "\nlock check ({} writer turns of {:.0} ms, one reader): a read waited at most {} turns with the hand-off ({} reads), {} with std's RwLock ({} reads)",
+            c.turns,
+            c.hold_ms,
+            c.hand_off.max_turns,
+            c.hand_off.reads,
+            c.std.max_turns,
+            c.std.reads
+        );
+    }
+    if !report.targets.is_empty() {
+        let _ = writeln!(s, "\ntargets (ratios from this report):");
+        for t in &report.targets {
+            let _ = writeln!(
+                s,
+                "  [{}] {}: {:.2} (bound {})",
+                if t.met { "met" } else { "MISSED" },
+                t.target,
+                t.measured,
+                t.bound
+            );
+        }
+    }
+    s
+}
+
+fn opt_us(v: Option<f64>) -> String {
+    v.map_or("-".to_owned(), |v| format!("{v:.1}"))
+}
+
+fn read_costs_table(s: &mut String, report: &StoreReport) {
+    if report.rows.iter().all(|r| r.read_costs.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nreads alone (one thread, no writer; median us; owned = copied Arcs, borrowed = ours only):"
+    );
+    let _ = writeln!(
+        s,
+        "{:<14} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}",
+        "row",
+        "list",
+        "list borr.",
+        "nslist",
+        "nslist borr.",
+        "owner",
+        "owner borr.",
+        "Arc clone ns",
+        "ptr copy ns"
+    );
+    for r in &report.rows {
+        let Some(c) = &r.read_costs else { continue };
+        let _ = writeln!(
+            s,
+            "{:<14} {:>12.1} {:>12} {:>12.1} {:>12} {:>12.1} {:>12} {:>14.1} {:>14.1}",
+            r.name,
+            c.list_us,
+            opt_us(c.list_borrowed_us),
+            c.ns_list_us,
+            opt_us(c.ns_list_borrowed_us),
+            c.owner_us,
+            opt_us(c.owner_borrowed_us),
+            c.arc_clone_ns_per_object,
+            c.pointer_copy_ns_per_object,
+        );
+    }
+}
+
+fn sweep_table(s: &mut String, report: &StoreReport) {
+    let rates: Vec<u64> = report.params.sweep.clone();
+    if rates.is_empty() || report.rows.iter().all(|r| r.sweep.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nsweep ({:.0} s per rate; cell = staleness p99 / backlog at the end; * = not sustainable: backlog > {} or p99 >= 1 s):",
+        report.params.sweep_duration_s,
+        super::MAX_BATCH
+    );
+    let mut header = format!("{:<14}", "row");
+    for r in &rates {
+        let _ = write!(header, " {:>18}", format!("{r}/s"));
+    }
+    let _ = writeln!(s, "{header} {:>14}", "sustains");
+    for row in &report.rows {
+        let mut line = format!("{:<14}", row.name);
+        for rate in &rates {
+            let cell = match row.sweep.iter().find(|p| p.rate == *rate) {
+                Some(p) => format!(
+                    "{}{}/{}",
+                    if p.sustainable() { "" } else { "*" },
+                    fmt_us(p.staleness_us.p99),
+                    p.queue_depth_end
+                ),
+                None => "-".to_owned(),
+            };
+            let _ = write!(line, " {cell:>18}");
+        }
+        let best = match sweep::highest_sustainable_rate(&row.sweep) {
+            Some(r) if Some(&r) == rates.iter().max() => format!(">= {r}/s"),
+            Some(r) => format!("{r}/s"),
+            None => format!("< {}/s", rates.iter().min().copied().unwrap_or(0)),
+        };
+        let _ = writeln!(s, "{line} {best:>14}");
+    }
+}

@@ -1,0 +1,133 @@
+//! Headroom: the open loop at a series of offered rates, and the highest rate each row sustains.
+//!
+//! A rate is **sustainable** when, over a point of the sweep, the queue stayed bounded and
+//! fresh: at the scheduled end of the point at most one batch ([`MAX_BATCH`] updates) was still
+//! waiting, and staleness p99 stayed under one second. A row's **highest sustainable rate** is
+//! the highest offered rate of the sweep at which that row, and every lower rate of the sweep,
+//! was sustainable: a row that falls behind at some rate and keeps up again at a higher one (a
+//! noisy point) is credited only up to the first rate it did not sustain.
+//!
+//! Each point generates its own `rate * duration` updates before it starts (not measured) and
+//! frees them after, so the heap holds one point's updates at a time.
+
+use std::sync::Arc;
+
+use super::{MAX_BATCH, open_loop, readers::Readers};
+use crate::{
+    harness::{PhaseLog, stats::Summary},
+    pods::{self, Shape},
+    rows::{CacheReader, CacheWriter},
+};
+
+/// Staleness p99 at or above this is not sustainable, microseconds.
+pub const MAX_P99_US: u64 = 1_000_000;
+
+/// One offered rate of the sweep, as measured.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SweepPoint {
+    /// Offered updates per second.
+    pub rate: u64,
+    /// Updates offered.
+    pub updates: u64,
+    /// Seconds from the first arrival until the last update was visible.
+    pub elapsed_s: f64,
+    /// Scheduled arrival to visibility, microseconds.
+    pub staleness_us: Summary,
+    /// Largest backlog.
+    pub queue_depth_max: u64,
+    /// Backlog at the scheduled end of the point.
+    pub queue_depth_end: u64,
+    /// Reader operations per second during the point.
+    pub reader_ops_per_s: f64,
+}
+
+impl SweepPoint {
+    /// Whether the row kept up at this rate (see the module docs).
+    pub fn sustainable(&self) -> bool {
+        self.queue_depth_end <= MAX_BATCH as u64 && self.staleness_us.p99 < MAX_P99_US
+    }
+}
+
+/// The highest offered rate sustained at it and at every lower rate of `points` (see the module
+/// docs); `None` if the lowest rate was not sustained or there is no point.
+pub fn highest_sustainable_rate(points: &[SweepPoint]) -> Option<u64> {
+    let mut sorted: Vec<&SweepPoint> = points.iter().collect();
+    sorted.sort_by_key(|p| p.rate);
+    sorted.iter().take_while(|p| p.sustainable()).last().map(|p| p.rate)
+}
+
+/// The load of every point of a sweep.
+pub struct Load<'a> {
+    /// The population.
+    pub shape: &'a Shape,
+    /// Reader threads.
+    pub readers: usize,
+    /// Seconds per point.
+    pub duration_s: f64,
+    /// Where the readers are pinned, if anywhere.
+    pub reader_core: Option<core_affinity::CoreId>,
+    /// Seed of the point's updates.
+    pub seed: u64,
+}
+
+/// Runs one point of the sweep at `rate`, with resource versions from `first_rv`.
+pub fn point(
+    store: &mut dyn CacheWriter,
+    reader: &Arc<dyn CacheReader>,
+    load: &Load<'_>,
+    rate: u64,
+    first_rv: u64,
+    log: PhaseLog<'_>,
+) -> SweepPoint {
+    let count = ((rate as f64 * load.duration_s) as usize).max(1);
+    log(&format!("sweep {rate}/s: generating {count} updates"));
+    let pool = pods::updates(load.shape, count, first_rv, load.seed);
+    log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
+    let readers = Readers::start(reader.clone(), load.readers, load.shape, load.reader_core);
+    let ol = open_loop::run(store, pool, rate);
+    let rl = readers.stop();
+    SweepPoint {
+        rate,
+        updates: count as u64,
+        elapsed_s: ol.elapsed_s,
+        staleness_us: ol.staleness.summary(),
+        queue_depth_max: ol.depth_max,
+        queue_depth_end: ol.depth_end,
+        reader_ops_per_s: rl.ops as f64 / ol.elapsed_s.max(1e-9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(rate: u64, end: u64, p99: u64) -> SweepPoint {
+        SweepPoint {
+            rate,
+            queue_depth_end: end,
+            staleness_us: Summary { p99, ..Summary::default() },
+            ..SweepPoint::default()
+        }
+    }
+
+    #[test]
+    fn a_rate_is_sustainable_with_at_most_one_batch_left_and_p99_under_a_second() {
+        assert!(point(5000, 1000, 999_999).sustainable());
+        assert!(!point(5000, 1001, 10).sustainable());
+        assert!(!point(5000, 0, 1_000_000).sustainable());
+    }
+
+    #[test]
+    fn the_highest_sustainable_rate_stops_at_the_first_rate_not_sustained() {
+        let points = [
+            point(40_000, 0, 100),
+            point(5000, 0, 100),
+            point(20_000, 50_000, 3_000_000),
+            point(10_000, 10, 900),
+        ];
+        assert_eq!(highest_sustainable_rate(&points), Some(10_000));
+        assert_eq!(highest_sustainable_rate(&points[..2]), Some(40_000));
+        assert_eq!(highest_sustainable_rate(&[point(5000, 5000, 1)]), None);
+        assert_eq!(highest_sustainable_rate(&[]), None);
+    }
+}
