@@ -10,8 +10,19 @@ use tokio::time::Instant;
 /// The `n`-th consecutive wait is `min(initial * factor^n, max)` stretched by a random factor
 /// in `[1, 1 + jitter]` (client-go's `wait.Backoff` with `Jitter`), and never shorter than the
 /// `Retry-After` the server asked for. After `reset_after` without a failure, the next wait
-/// starts again from `initial`. The defaults are client-go's and kube-rs' reflector defaults:
-/// 800 ms doubling up to 30 s, jitter 1.0, reset after 2 minutes.
+/// starts again from `initial`. The defaults are client-go's reflector defaults: 800 ms
+/// doubling up to 30 s, jitter 1.0, reset after 2 minutes.
+///
+/// **Beyond client-go: a healthy watch resets the backoff.** When a watch that delivered at
+/// least one event (an object or a bookmark) ends after having been open at least
+/// [`healthy_watch`](BackoffConfig::healthy_watch) (default one second), the next wait starts
+/// again from `initial`: the server has just proved healthy, so an outage that follows (an
+/// API server restart) is met with short waits again, instead of with the waits the previous
+/// outage grew to. A server that accepts requests and then fails them (lists that succeed
+/// before the watch fails, watches that end or fail before their first event or within that
+/// second) never resets it, so it still meets a growing backoff. client-go resets only every 2
+/// minutes (counted from its last reset), so a second restart within that time meets waits of
+/// several seconds, a third one of tens of seconds. `None` turns this off.
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct BackoffConfig {
@@ -25,6 +36,9 @@ pub struct BackoffConfig {
     pub jitter: f64,
     /// A failure this long after the previous one starts again from `initial`.
     pub reset_after: Duration,
+    /// A watch that delivered an event and stayed open this long resets the backoff (see the
+    /// type docs); `None`: only `reset_after` resets it, as in client-go.
+    pub healthy_watch: Option<Duration>,
 }
 
 impl Default for BackoffConfig {
@@ -35,6 +49,7 @@ impl Default for BackoffConfig {
             factor: 2.0,
             jitter: 1.0,
             reset_after: Duration::from_secs(120),
+            healthy_watch: Some(Duration::from_secs(1)),
         }
     }
 }
@@ -72,6 +87,13 @@ impl BackoffConfig {
     /// Sets the quiet period after which the backoff starts again from `initial`.
     pub fn reset_after(mut self, reset_after: Duration) -> Self {
         self.reset_after = reset_after;
+        self
+    }
+
+    /// Sets how long a watch that delivered an event must have been open to reset the
+    /// backoff when it ends (`None`: never, as in client-go).
+    pub fn healthy_watch(mut self, healthy_watch: Option<Duration>) -> Self {
+        self.healthy_watch = healthy_watch;
         self
     }
 }

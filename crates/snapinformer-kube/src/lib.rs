@@ -142,6 +142,7 @@ pub use informer::{
 pub use listwatch::{ListWatch, MAX_WATCH_LINE_BYTES, WatchStream};
 pub use reflector::{
     EventKind, INITIAL_EVENTS_END, NextAction, Phase, Reflector, ReflectorHandle, ReflectorStats,
-    ReflectorStatus, StatusHandle, Step, Transform,
+    ReflectorStatus, STREAMING_LIST_STALL, ShouldResync, StatusHandle, Step, Transform,
+    WatchErrorHandler,
 };
 pub use watcher::{WatcherAdapter, WatcherStats, feed_watcher};
