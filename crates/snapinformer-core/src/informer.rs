@@ -523,6 +523,13 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
             .ok_or(Error::UnknownHandler(registration.id))
     }
 
+    /// Whether `registration` names a handler registered with this informer now (false for
+    /// another informer's registration and for a removed one).
+    pub fn is_registered(&self, registration: &HandlerRegistration) -> bool {
+        registration.informer_id == self.shared.id
+            && lock(&self.shared.distributor).listeners.iter().any(|l| l.id == registration.id)
+    }
+
     /// Fails unless `registration` was issued by this informer.
     fn check_owner(&self, registration: &HandlerRegistration) -> Result<()> {
         if registration.informer_id != self.shared.id {

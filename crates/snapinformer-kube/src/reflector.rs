@@ -408,7 +408,10 @@ where
     /// (client-go's `Reflector.ShouldResync`). Without it, every period resyncs.
     #[doc(alias = "ShouldResync")]
     #[must_use]
-    pub fn with_should_resync(mut self, should_resync: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+    pub fn with_should_resync(
+        mut self,
+        should_resync: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.should_resync = Some(Arc::new(should_resync));
         self
     }
@@ -1004,12 +1007,10 @@ where
         let short = w.events == 0 && w.opened_at.elapsed() < self.config.short_watch;
         if !matches!(
             item,
-            Some(Ok(
-                WatchEvent::Added(_)
-                    | WatchEvent::Modified(_)
-                    | WatchEvent::Deleted(_)
-                    | WatchEvent::Bookmark(_)
-            ))
+            Some(Ok(WatchEvent::Added(_)
+                | WatchEvent::Modified(_)
+                | WatchEvent::Deleted(_)
+                | WatchEvent::Bookmark(_)))
         ) {
             self.watch_ending(&w);
         }
