@@ -899,7 +899,8 @@ async fn handler_wait_synced_is_woken_not_polled() {
 #[tokio::test(start_paused = true)]
 async fn factory_wait_for_cache_sync_is_woken_not_polled() {
     let factory = InformerFactory::new();
-    let inf = factory.informer("pods", || Informer::builder(access()).name("pods").build()).unwrap();
+    let inf =
+        factory.informer("pods", || Informer::builder(access()).name("pods").build()).unwrap();
     factory.start().unwrap();
     let start = tokio::time::Instant::now();
     let wait = factory.wait_for_cache_sync(Duration::from_secs(3600));
