@@ -571,3 +571,93 @@ async fn throttled_streaming_list_is_retried_after_the_backoff_not_replaced_by_a
     assert!(lw.calls().iter().all(|c| matches!(c, Call::Watch { initial_events: true, .. })));
     assert_eq!(r.status().stats.watch_list_fallbacks, 0);
 }
+
+/// What a refused TCP connection looks like to the reflector.
+fn refused() -> kube::Error {
+    kube::Error::Service(Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)))
+}
+
+/// Steps until the next backoff wait is announced; returns it.
+async fn next_wait(r: &mut Reflector<Pod, FakeLw>) -> Duration {
+    for _ in 0..10 {
+        if let Step::Failed { retry_in, .. } = step(r).await
+            && !retry_in.is_zero()
+        {
+            return retry_in;
+        }
+    }
+    panic!("no backoff within 10 steps");
+}
+
+/// Three refused watches, then a watch that delivers an event and stays open for more than a
+/// second before the server ends it with `end`, then refused watches again: the waits.
+async fn waits_around_a_healthy_watch(healthy: Option<Duration>) -> Vec<u128> {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.list(Ok(list(vec![], 1, None)));
+    for _ in 0..3 {
+        lw.watch(WatchScript::Fail(refused()));
+    }
+    lw.watch(WatchScript::Events(vec![Ok(WatchEvent::Added(pod("a", 2)))], End::Hang));
+    for _ in 0..2 {
+        lw.watch(WatchScript::Fail(refused()));
+    }
+    let cfg = config()
+        .min_watch_timeout(Duration::from_secs(1))
+        .watch_grace(Duration::from_secs(1))
+        .backoff(
+            BackoffConfig::new()
+                .initial(Duration::from_millis(100))
+                .jitter(0.0)
+                .healthy_watch(healthy),
+        );
+    let mut r = reflector(&lw, &inf, cfg);
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    // The healthy watch: opened, one event, then abandoned at its deadline (2 to 3 s later).
+    assert!(matches!(step(&mut r).await, Step::Waited { .. }));
+    assert!(matches!(step(&mut r).await, Step::WatchOpened { .. }));
+    assert!(matches!(step(&mut r).await, Step::Event { .. }));
+    assert!(matches!(step(&mut r).await, Step::Failed { error: Error::WatchTimeout(_), .. }));
+    for _ in 0..2 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    waits
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_delivered_events_for_a_second_resets_the_backoff() {
+    let waits = waits_around_a_healthy_watch(Some(Duration::from_secs(1))).await;
+    assert_eq!(waits, [100, 200, 400, 100, 200]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_healthy_watch_rule_the_backoff_keeps_growing_as_in_client_go() {
+    let waits = waits_around_a_healthy_watch(None).await;
+    assert_eq!(waits, [100, 200, 400, 800, 1600]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_fails_watches_right_after_accepting_them_meets_a_growing_backoff() {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.list(Ok(list(vec![], 1, None)));
+    for i in 0..4 {
+        // Accepted, one event, then an internal error at once: never healthy.
+        lw.watch(WatchScript::Events(
+            vec![
+                Ok(WatchEvent::Added(pod(&format!("p{i}"), 2 + i))),
+                Ok(WatchEvent::Error(status(503, "ServiceUnavailable", "going away"))),
+            ],
+            End::Hang,
+        ));
+    }
+    let mut r = reflector(&lw, &inf, config());
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    assert_eq!(waits, [100, 200, 400, 800]);
+    // A successful list in between does not reset it either.
+    assert_eq!(r.status().stats.lists, 1);
+}
