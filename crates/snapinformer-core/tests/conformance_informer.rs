@@ -614,12 +614,13 @@ mod process_deltas_in_batch {
     }
 }
 
+/// One recorded notification: `(action, key, event rv, store rv, initial)`.
+type Record = (String, String, String, String, bool);
+
 /// Records, for each notification, what the store held for that key when the handler ran
-/// (client-go's `eventRecorder`): `(action, key, event rv, store rv, initial)`.
-fn store_recorder(
-    informer: &Informer<Pod>,
-) -> (Arc<Mutex<Vec<(String, String, String, String, bool)>>>, impl EventHandler<Pod>) {
-    let log: Arc<Mutex<Vec<(String, String, String, String, bool)>>> = Arc::default();
+/// (client-go's `eventRecorder`).
+fn store_recorder(informer: &Informer<Pod>) -> (Arc<Mutex<Vec<Record>>>, impl EventHandler<Pod>) {
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
     let l = log.clone();
     let reader = informer.reader();
     let handler = move |n: &Notification<Pod>| {
@@ -764,7 +765,7 @@ mod reset_watch {
             source.add_drop_watch(in_ns("default", "pod-2"));
             source.relist();
             settled(&inf, &[&reg]).await;
-            let log = log.lock().unwrap();
+            let log = log.lock().unwrap().clone();
             let mut got: Vec<(&str, &str, bool)> =
                 log.iter().map(|e| (e.0.as_str(), e.1.as_str(), e.4)).collect();
             got.sort();
@@ -1468,14 +1469,12 @@ mod event_panics {
     }
 }
 
+/// `(started, release, finished, handler)` of [`blocking_handler`].
+type Blocking<H> = (mpsc::Receiver<()>, mpsc::Sender<()>, Arc<AtomicBool>, H);
+
 /// A handler that announces its first call, waits for a release, then records that it
 /// returned (client-go's blocked handler in the removal tests).
-fn blocking_handler() -> (
-    mpsc::Receiver<()>,
-    mpsc::Sender<()>,
-    Arc<AtomicBool>,
-    impl FnMut(&Notification<Pod>) + Send + 'static,
-) {
+fn blocking_handler() -> Blocking<impl FnMut(&Notification<Pod>) + Send + 'static> {
     let (started_tx, started_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let finished = Arc::new(AtomicBool::new(false));

@@ -74,7 +74,7 @@ fn options() -> Result<Options, String> {
 
 /// The client under test.
 enum Client {
-    Ours(KubeInformer<Pod>),
+    Ours(Box<KubeInformer<Pod>>),
     External(Child),
 }
 
@@ -98,7 +98,7 @@ async fn start_ours(
     if !informer.wait_for_sync(Duration::from_secs(30)).await {
         return Err("the informer did not sync".into());
     }
-    Ok(Client::Ours(informer))
+    Ok(Client::Ours(Box::new(informer)))
 }
 
 fn start_external(

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use crate::BackoffConfig;
 
-/// How a reflector lists and watches. The defaults follow client-go's reflector.
+/// How a reflector lists and watches. The defaults follow client-go's reflector, except where a
+/// field says otherwise (the watch timeout, streaming lists, internal-error retries).
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct ReflectorConfig {
@@ -25,9 +26,10 @@ pub struct ReflectorConfig {
     /// Use a streaming list (`watch` with `sendInitialEvents=true`, Kubernetes 1.27+) instead
     /// of a list for the initial list and every relist; on a server that refuses it, or if the
     /// stream fails before its `k8s.io/initial-events-end` bookmark, fall back to a list.
-    /// Default off. A server older than 1.27 ignores `sendInitialEvents` and never sends that
-    /// bookmark: the reflector then falls back only when the watch times out, so enable this
-    /// only for servers known to support streaming lists.
+    /// Default off (client-go 1.35 and later stream by default: its `WatchListClient` feature).
+    /// A server older than 1.27 ignores `sendInitialEvents` and never sends that bookmark: the
+    /// reflector then falls back only when the watch times out, so enable this only for servers
+    /// known to support streaming lists.
     #[doc(alias = "UseWatchList")]
     #[doc(alias = "sendInitialEvents")]
     pub watch_list: bool,

@@ -170,8 +170,9 @@ where
 
 /// What the reflector has received and what readers see, side by side.
 ///
-/// client-go exposes only the reflector's version, so a store that falls behind its queue is
-/// invisible there; here both are exported.
+/// client-go reports the reflector's version (`LastSyncResourceVersion`) and, since 1.35, the
+/// store's (`LastStoreSyncResourceVersion`) as two separate calls; here both come together with
+/// the distance between them and the queue's backlog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lag {
     /// The newest resource version the reflector received and queued.

@@ -263,7 +263,7 @@ mod close_watch_channel_on_error {
         step(&mut r).await;
         assert!(matches!(step(&mut r).await, Step::WatchOpened { .. }));
         // client-go sends a pod as the error's object; it decodes as a Status without a code.
-        lw.send(Ok(WatchEvent::Error(Box::new(Status::default()))));
+        lw.send(Ok(WatchEvent::Error(Box::<Status>::default())));
         match step(&mut r).await {
             Step::Failed { next: NextAction::Rewatch, retry_in, .. } => {
                 assert!(!retry_in.is_zero())
