@@ -150,6 +150,12 @@ async fn wait_seen(seen: &Seen, name: &str, limit: Duration) -> Option<u128> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        // For diagnosis: `RUST_LOG=snapinformer_kube=info` shows every failure and backoff.
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
     let o = options().map_err(|e| format!("{e}\n(see the example's doc comment for usage)"))?;
     let mut server = TestApiServer::start(Config::default()).await?;
     let seen: Seen = Arc::default();

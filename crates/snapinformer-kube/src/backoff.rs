@@ -13,16 +13,17 @@ use tokio::time::Instant;
 /// starts again from `initial`. The defaults are client-go's reflector defaults: 800 ms
 /// doubling up to 30 s, jitter 1.0, reset after 2 minutes.
 ///
-/// **Beyond client-go: a healthy watch resets the backoff.** When a watch that delivered at
-/// least one event (an object or a bookmark) ends after having been open at least
-/// [`healthy_watch`](BackoffConfig::healthy_watch) (default one second), the next wait starts
-/// again from `initial`: the server has just proved healthy, so an outage that follows (an
-/// API server restart) is met with short waits again, instead of with the waits the previous
-/// outage grew to. A server that accepts requests and then fails them (lists that succeed
-/// before the watch fails, watches that end or fail before their first event or within that
-/// second) never resets it, so it still meets a growing backoff. client-go resets only every 2
-/// minutes (counted from its last reset), so a second restart within that time meets waits of
-/// several seconds, a third one of tens of seconds. `None` turns this off.
+/// **Beyond client-go: a watch that delivers resets the backoff.** When a watch that delivered
+/// at least one event (an object or a bookmark) ends, the next wait starts again from
+/// `initial`: the server has just served data, so an outage that follows (an API server
+/// restart) is met with short waits again, instead of with the waits the previous outage grew
+/// to. A server that accepts requests and then fails them (lists that succeed before the watch
+/// fails, watches that end or fail before their first event) never resets it, so it meets a
+/// growing backoff; one that delivers an event and then fails each time is retried at the
+/// first wait, never sooner. client-go resets only every 2 minutes (counted from its last
+/// reset), so a second restart within that time meets waits of several seconds, a third one
+/// of tens of seconds. [`healthy_watch`](BackoffConfig::healthy_watch) can also ask that the
+/// watch stayed open for a while; `None` turns the reset off.
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct BackoffConfig {
@@ -36,8 +37,9 @@ pub struct BackoffConfig {
     pub jitter: f64,
     /// A failure this long after the previous one starts again from `initial`.
     pub reset_after: Duration,
-    /// A watch that delivered an event and stayed open this long resets the backoff (see the
-    /// type docs); `None`: only `reset_after` resets it, as in client-go.
+    /// A watch that delivered an event and stayed open at least this long resets the backoff
+    /// when it ends (see the type docs). Default `Some(ZERO)`: any watch that delivered an
+    /// event. `None`: only `reset_after` resets it, as in client-go.
     pub healthy_watch: Option<Duration>,
 }
 
@@ -49,7 +51,7 @@ impl Default for BackoffConfig {
             factor: 2.0,
             jitter: 1.0,
             reset_after: Duration::from_secs(120),
-            healthy_watch: Some(Duration::from_secs(1)),
+            healthy_watch: Some(Duration::ZERO),
         }
     }
 }

@@ -38,11 +38,15 @@
 //! - the watch opens from the list's version; every event and bookmark advances the last synced
 //!   version; a bookmark reaches the queue as a version marker, never as an object change;
 //! - a watch that ends normally (timeout, cut connection) is re-opened from the last synced
-//!   version without a relist; a watch answered or ended with 410 relists; a watch ended by a
-//!   `StorageReadError` (the server could not read an object, and may have deleted it
-//!   unsafely) relists after a backoff, so that the unreadable object leaves the cache;
+//!   version without a relist; a watch answered or ended with 410 relists (at once if the
+//!   watch delivered events for at least [`ReflectorConfig::short_watch`], else after a
+//!   backoff, so that a server answering 410 to every watch is not relisted in a loop); a
+//!   watch ended by a `StorageReadError` (the server could not read an object, and may have
+//!   deleted it unsafely) relists after a backoff, so that the unreadable object leaves the
+//!   cache;
 //! - an event that cannot be decoded (invalid JSON) relists from the last synced version, since
-//!   its object is unknown; an object without `metadata.name` cannot be stored and is skipped.
+//!   its object is unknown (at once or after a backoff, as for a 410); an object without
+//!   `metadata.name` cannot be stored and is skipped.
 //!   Both are counted ([`ReflectorStats::malformed`]) and logged; neither panics. The watch
 //!   lines are read by this crate (not by kube's decoder, which drops any line that stops in the
 //!   middle of a JSON value): only the unterminated last bytes of a cut stream are dropped
@@ -69,11 +73,11 @@
 //! fails otherwise falls back to a list at once (and a server that refuses streaming lists is
 //! not asked again).
 //!
-//! **Reconnection beyond client-go.** A watch that delivered an event and stayed open for a
-//! second resets the backoff ([`BackoffConfig::healthy_watch`]), so an API server that
-//! restarts several times in a row is met with short waits each time; client-go resets its
-//! backoff only every two minutes, so its waits grow from one restart to the next. A server
-//! that accepts requests and then fails them never resets it. `examples/reconnect.rs`
+//! **Reconnection beyond client-go.** A watch that delivered an event resets the backoff
+//! ([`BackoffConfig::healthy_watch`]), so an API server that restarts several times in a row
+//! is met with short waits each time; client-go resets its backoff only every two minutes, so
+//! its waits grow from one restart to the next. A server that accepts requests and then fails
+//! them before delivering anything never resets it. `examples/reconnect.rs`
 //! measures both against the test API server (figures in `BENCHMARKS.md`).
 //!
 //! **Hooks.** [`Reflector::with_watch_error_handler`] (client-go's `SetWatchErrorHandler`)

@@ -930,13 +930,17 @@ where
                 });
                 Ok(Step::WatchOpened { resource_version: rv })
             }
-            Err(e) => Ok(self.watch_failed(Error::WatchOpen(e))),
+            Err(e) => Ok(self.watch_failed(Error::WatchOpen(e), false)),
         }
     }
 
-    /// What a failed watch (refused when opened, or ended by an ERROR event) leads to:
-    /// - an expired version relists at once from the last synced version (client-go does not
-    ///   mark it unavailable here: the list at it may well succeed);
+    /// What a failed watch (refused when opened, or ended by an ERROR event) leads to;
+    /// `productive` says whether the watch delivered an event and stayed open at least
+    /// [`ReflectorConfig::short_watch`] (see [`Reflector::productive`]):
+    /// - an expired version relists from the last synced version (client-go does not mark it
+    ///   unavailable here: the list at it may well succeed): at once after a productive watch,
+    ///   else after a backoff, so that a server answering 410 to every watch is not relisted in
+    ///   a tight loop (client-go backs off before every relist);
     /// - a storage read error relists after a backoff: the server could not read an object
     ///   (and may have deleted it), so the cache may hold an object the server no longer has;
     /// - an internal error, when [`ReflectorConfig::max_internal_error_retry`] is set, re-opens
@@ -945,9 +949,9 @@ where
     /// - any other transient failure (no status, 429, 5xx) re-opens the watch from the same
     ///   version after a backoff;
     /// - anything else relists after a backoff.
-    fn watch_failed(&mut self, error: Error) -> Step {
+    fn watch_failed(&mut self, error: Error, productive: bool) -> Step {
         if error.is_expired() {
-            return self.fail(error, NextAction::Relist, false);
+            return self.fail(error, NextAction::Relist, !productive);
         }
         if error.is_store_read_error() {
             return self.fail(error, NextAction::Relist, true);
@@ -972,6 +976,12 @@ where
             Some(_) => NextAction::Relist,
         };
         self.fail(error, next, true)
+    }
+
+    /// Whether a watch delivered an event and stayed open at least `short_watch`: a failure
+    /// that ends it and asks for a relist (410, an undecodable event) may then relist at once.
+    fn productive(&self, w: &Watching<K>) -> bool {
+        w.events > 0 && w.opened_at.elapsed() >= self.config.short_watch
     }
 
     /// A watch that delivered events and stayed open long enough proved the server healthy:
@@ -1005,6 +1015,7 @@ where
             }
         };
         let short = w.events == 0 && w.opened_at.elapsed() < self.config.short_watch;
+        let productive = self.productive(&w);
         if !matches!(
             item,
             Some(Ok(WatchEvent::Added(_)
@@ -1029,8 +1040,9 @@ where
             }
             Some(Err(kube::Error::SerdeError(e))) => {
                 // The event could not be read, so its object is unknown: relist from the last
-                // synced version rather than risk a silently wrong cache.
-                Ok(self.fail(Error::Malformed(e.to_string()), NextAction::Relist, false))
+                // synced version rather than risk a silently wrong cache (at once after a
+                // productive watch, else after a backoff, as for a 410).
+                Ok(self.fail(Error::Malformed(e.to_string()), NextAction::Relist, !productive))
             }
             Some(Err(kube::Error::LinesCodecMaxLineLengthExceeded)) => {
                 // Same as above, but the server may well send that line again: back off first.
@@ -1039,7 +1051,7 @@ where
             }
             Some(Err(e)) => Ok(self.fail(Error::WatchStream(e), NextAction::Rewatch, short)),
             Some(Ok(WatchEvent::Error(status))) => {
-                Ok(self.watch_failed(Error::WatchErrorEvent(status)))
+                Ok(self.watch_failed(Error::WatchErrorEvent(status), productive))
             }
             Some(Ok(WatchEvent::Bookmark(b))) => {
                 let rv = b.metadata.resource_version;

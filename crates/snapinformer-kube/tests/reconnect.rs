@@ -66,7 +66,7 @@ async fn the_informer_catches_up_after_three_restarts_without_relisting() {
         let rv = created.metadata.resource_version.unwrap();
         within(30, "the new pod", informer.wait_for(&rv, Duration::from_secs(30))).await.unwrap();
         seen_after.lock().unwrap().push(up.elapsed());
-        // Stay up long enough for the watch to count as healthy.
+        // Stay up a while, as between real restarts.
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     live::assert_converged(&server, &informer, &[&model]).await;

@@ -117,6 +117,8 @@ async fn watch_410_relists_from_the_last_synced_version_and_turns_vanished_objec
     for _ in 0..3 {
         step(&mut r).await;
     }
+    // The watch delivered an event and stayed open a second: the relist comes at once.
+    tokio::time::advance(Duration::from_secs(1)).await;
     match step(&mut r).await {
         Step::Failed { error, next: NextAction::Relist, retry_in } => {
             assert!(error.is_expired(), "{error}");
@@ -160,6 +162,8 @@ async fn list_410_or_too_large_version_is_retried_at_once_as_a_consistent_list()
     for _ in 0..3 {
         step(&mut r).await;
     }
+    // A 410 on a watch that delivered nothing relists after a backoff.
+    assert!(matches!(step(&mut r).await, Step::Waited { .. }));
     let failed = step(&mut r).await;
     assert!(
         matches!(failed, Step::Failed { next: NextAction::Relist, retry_in: Duration::ZERO, .. }),
@@ -170,18 +174,19 @@ async fn list_410_or_too_large_version_is_retried_at_once_as_a_consistent_list()
     assert!(matches!(step(&mut r).await, Step::Listed { .. }));
     assert_eq!(lw.last_call(), list_call(None, Some(500), None), "unset version, paged");
     assert_eq!(r.relist_resource_version(), "12");
-    for _ in 0..2 {
+    for _ in 0..3 {
         step(&mut r).await;
     }
     let failed = step(&mut r).await;
     assert!(
-        matches!(&failed, Step::Failed { error, .. } if error.is_too_large_resource_version()),
+        matches!(&failed, Step::Failed { error, retry_in: Duration::ZERO, .. } if error.is_too_large_resource_version()),
         "{failed:?}"
     );
     assert!(matches!(step(&mut r).await, Step::Listed { .. }));
     assert_eq!(lw.last_call(), list_call(None, Some(500), None));
     let stats = r.status().stats;
-    assert_eq!((stats.expired, stats.too_large, stats.backoffs), (3, 1, 0));
+    // Only the two unproductive watches answered 410 backed off; the lists were retried at once.
+    assert_eq!((stats.expired, stats.too_large, stats.backoffs), (3, 1, 2));
 }
 
 #[tokio::test(start_paused = true)]
@@ -219,12 +224,12 @@ async fn relists_keep_paging_once_a_list_at_version_zero_came_back_paginated() {
             End::Hang,
         ))
         .list(Ok(list(vec![pod("a", 2)], 8, None)));
-    let mut r = reflector(&lw, &inf, config().page_size(Some(1)));
-    for _ in 0..4 {
+    let mut r = reflector(&lw, &inf, config());
+    for _ in 0..5 {
         step(&mut r).await;
     }
     assert!(matches!(step(&mut r).await, Step::Listed { objects: 1, .. }));
-    assert_eq!(lw.last_call(), list_call(Some("5"), Some(1), None));
+    assert_eq!(lw.last_call(), list_call(Some("5"), Some(500), None));
 }
 
 #[tokio::test(start_paused = true)]
@@ -341,8 +346,11 @@ async fn undecodable_watch_event_is_counted_and_answered_with_a_relist() {
     for _ in 0..3 {
         step(&mut r).await;
     }
+    tokio::time::advance(Duration::from_secs(1)).await;
     match step(&mut r).await {
-        Step::Failed { error: Error::Malformed(_), next: NextAction::Relist, .. } => {}
+        Step::Failed { error: Error::Malformed(_), next: NextAction::Relist, retry_in } => {
+            assert_eq!(retry_in, Duration::ZERO, "after a productive watch: at once");
+        }
         other => panic!("{other:?}"),
     }
     assert!(matches!(step(&mut r).await, Step::Listed { objects: 3, .. }));
@@ -434,8 +442,9 @@ async fn refused_streaming_list_falls_back_to_a_list_and_is_not_asked_again() {
     let mut r = reflector(&lw, &inf, config().watch_list(true));
     assert!(matches!(step(&mut r).await, Step::Failed { next: NextAction::Relist, .. }));
     assert!(matches!(step(&mut r).await, Step::Listed { streaming: false, .. }));
-    step(&mut r).await;
-    step(&mut r).await;
+    step(&mut r).await; // the watch
+    step(&mut r).await; // its 410
+    step(&mut r).await; // the backoff (the watch delivered nothing)
     assert!(matches!(step(&mut r).await, Step::Listed { streaming: false, .. }));
     assert_eq!(r.status().stats.watch_list_fallbacks, 1);
 }
@@ -589,8 +598,8 @@ async fn next_wait(r: &mut Reflector<Pod, FakeLw>) -> Duration {
     panic!("no backoff within 10 steps");
 }
 
-/// Three refused watches, then a watch that delivers an event and stays open for more than a
-/// second before the server ends it with `end`, then refused watches again: the waits.
+/// Three refused watches, then a watch that delivers an event and stays open for two to three
+/// seconds before it is abandoned at its deadline, then refused watches again: the waits.
 async fn waits_around_a_healthy_watch(healthy: Option<Duration>) -> Vec<u128> {
     let (lw, inf) = (FakeLw::new(), informer());
     lw.list(Ok(list(vec![], 1, None)));
@@ -627,9 +636,15 @@ async fn waits_around_a_healthy_watch(healthy: Option<Duration>) -> Vec<u128> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_watch_that_delivered_events_for_a_second_resets_the_backoff() {
-    let waits = waits_around_a_healthy_watch(Some(Duration::from_secs(1))).await;
+async fn a_watch_that_delivered_events_resets_the_backoff() {
+    let waits = waits_around_a_healthy_watch(BackoffConfig::default().healthy_watch).await;
     assert_eq!(waits, [100, 200, 400, 100, 200]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_shorter_than_the_healthy_watch_setting_does_not_reset_the_backoff() {
+    let waits = waits_around_a_healthy_watch(Some(Duration::from_secs(10))).await;
+    assert_eq!(waits, [100, 200, 400, 800, 1600]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -638,26 +653,73 @@ async fn without_the_healthy_watch_rule_the_backoff_keeps_growing_as_in_client_g
     assert_eq!(waits, [100, 200, 400, 800, 1600]);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_server_that_fails_watches_right_after_accepting_them_meets_a_growing_backoff() {
+/// Waits before each re-watch when every watch is accepted and then fails with `events`.
+async fn waits_of_failing_watches(
+    events: impl Fn(u64) -> Vec<Result<WatchEvent<Pod>, kube::Error>>,
+) -> Vec<u128> {
     let (lw, inf) = (FakeLw::new(), informer());
     lw.list(Ok(list(vec![], 1, None)));
     for i in 0..4 {
-        // Accepted, one event, then an internal error at once: never healthy.
-        lw.watch(WatchScript::Events(
-            vec![
-                Ok(WatchEvent::Added(pod(&format!("p{i}"), 2 + i))),
-                Ok(WatchEvent::Error(status(503, "ServiceUnavailable", "going away"))),
-            ],
-            End::Hang,
-        ));
+        lw.watch(WatchScript::Events(events(i), End::Hang));
     }
     let mut r = reflector(&lw, &inf, config());
     let mut waits = Vec::new();
     for _ in 0..4 {
         waits.push(next_wait(&mut r).await.as_millis());
     }
-    assert_eq!(waits, [100, 200, 400, 800]);
-    // A successful list in between does not reset it either.
+    // A successful list before does not reset it either.
     assert_eq!(r.status().stats.lists, 1);
+    waits
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_accepts_watches_and_fails_them_before_any_event_meets_a_growing_backoff() {
+    let waits = waits_of_failing_watches(|_| {
+        vec![Ok(WatchEvent::Error(status(503, "ServiceUnavailable", "going away")))]
+    })
+    .await;
+    assert_eq!(waits, [100, 200, 400, 800]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_fails_each_watch_after_one_event_is_retried_at_the_first_wait_never_sooner()
+{
+    let waits = waits_of_failing_watches(|i| {
+        vec![
+            Ok(WatchEvent::Added(pod(&format!("p{i}"), 2 + i))),
+            Ok(WatchEvent::Error(status(503, "ServiceUnavailable", "going away"))),
+        ]
+    })
+    .await;
+    assert_eq!(waits, [100, 100, 100, 100]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_answering_410_to_every_watch_is_relisted_with_a_growing_backoff() {
+    let (lw, inf) = (FakeLw::new(), informer());
+    for i in 0..4 {
+        lw.list(Ok(list(vec![pod("a", 3)], 3 + i, None)))
+            .watch(WatchScript::Fail(api_error(410, "Expired")));
+    }
+    let mut r = reflector(&lw, &inf, config());
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        match step_until_failed(&mut r).await {
+            Step::Failed { next: NextAction::Relist, retry_in, .. } => {
+                waits.push(retry_in.as_millis())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(waits, [100, 200, 400, 800], "no tight list/watch loop");
+}
+
+async fn step_until_failed(r: &mut Reflector<Pod, FakeLw>) -> Step {
+    for _ in 0..10 {
+        let s = step(r).await;
+        if matches!(s, Step::Failed { .. }) {
+            return s;
+        }
+    }
+    panic!("no failure within 10 steps");
 }
