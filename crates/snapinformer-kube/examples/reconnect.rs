@@ -6,8 +6,9 @@
 //! ```text
 //! cargo run --release -p snapinformer-kube --example reconnect -- [options]
 //!   --client ours                 snapinformer's informer (default)
-//!   --client ours-without-reset   the same, but the backoff is reset only after two quiet
-//!                                 minutes, as client-go's is
+//!   --client ours-client-go-backoff   the same, with client-go's backoff rules: no reset
+//!                                 after a watch that delivered, no cap on waits after a
+//!                                 refused connection
 //!   --client external=PATH        a program reading $KUBECONFIG that prints `synced` once its
 //!                                 cache has synced, then `seen <name> <unix nanos>` for every
 //!                                 pod added (baselines/reconnect: real client-go)
@@ -83,8 +84,11 @@ async fn start_ours(
     reset: bool,
     seen: Seen,
 ) -> Result<Client, Box<dyn std::error::Error>> {
-    let backoff =
-        if reset { BackoffConfig::default() } else { BackoffConfig::default().healthy_watch(None) };
+    let backoff = if reset {
+        BackoffConfig::default()
+    } else {
+        BackoffConfig::default().healthy_watch(None).refused_max(None)
+    };
     let informer =
         pods(Api::all(url)).reflector(ReflectorConfig::new().backoff(backoff)).build()?;
     informer.add_event_handler(move |n: &Notification<Pod>| {
@@ -161,7 +165,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seen: Seen = Arc::default();
     let client = match o.client.as_str() {
         "ours" => start_ours(server.client()?, true, seen.clone()).await?,
-        "ours-without-reset" => start_ours(server.client()?, false, seen.clone()).await?,
+        "ours-client-go-backoff" => start_ours(server.client()?, false, seen.clone()).await?,
         other => match other.strip_prefix("external=") {
             Some(path) => start_external(path, server.kubeconfig_path(), seen.clone())?,
             None => return Err(format!("unknown client {other:?}").into()),

@@ -77,7 +77,9 @@
 //! ([`BackoffConfig::healthy_watch`]), so an API server that restarts several times in a row
 //! is met with short waits each time; client-go resets its backoff only every two minutes, so
 //! its waits grow from one restart to the next. A server that accepts requests and then fails
-//! them before delivering anything never resets it. `examples/reconnect.rs`
+//! them before delivering anything never resets it. And a refused connection (nothing
+//! listens) is retried at least every 3.2 s ([`BackoffConfig::refused_max`]): it costs the
+//! server nothing, and a restarted server is noticed within seconds. `examples/reconnect.rs`
 //! measures both against the test API server (figures in `BENCHMARKS.md`).
 //!
 //! **Hooks.** [`Reflector::with_watch_error_handler`] (client-go's `SetWatchErrorHandler`)

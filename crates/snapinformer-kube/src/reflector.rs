@@ -577,7 +577,11 @@ where
             }
         });
         let retry_in = if backoff && next != NextAction::Continue {
-            self.backoff.next_delay(error.retry_after())
+            if error.is_connection_refused() {
+                self.backoff.next_refused_delay()
+            } else {
+                self.backoff.next_delay(error.retry_after())
+            }
         } else {
             Duration::ZERO
         };
