@@ -723,3 +723,24 @@ async fn step_until_failed(r: &mut Reflector<Pod, FakeLw>) -> Step {
     }
     panic!("no failure within 10 steps");
 }
+
+#[tokio::test(start_paused = true)]
+async fn refused_connections_are_retried_at_the_refused_cap_and_a_later_failure_waits_longer() {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.list(Ok(list(vec![], 1, None)));
+    for _ in 0..5 {
+        lw.watch(WatchScript::Fail(refused()));
+    }
+    lw.watch(WatchScript::Fail(api_error(500, "InternalError")));
+    let backoff = BackoffConfig::new()
+        .initial(Duration::from_millis(100))
+        .jitter(0.0)
+        .refused_max(Some(Duration::from_millis(300)));
+    let mut r = reflector(&lw, &inf, config().backoff(backoff));
+    let mut waits = Vec::new();
+    for _ in 0..6 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    // The server answers again, with a failure: the waits go on from where they grew to.
+    assert_eq!(waits, [100, 200, 300, 300, 300, 3200]);
+}
