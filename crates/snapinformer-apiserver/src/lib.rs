@@ -69,7 +69,9 @@
 //! [`ServerHandle::bulk_create`] stores hundreds of thousands of them in seconds. [`Faults`]
 //! cut watch streams after N events or at random, force 410 on watches or lists, answer 429
 //! (with `Retry-After`) or 500 for a fraction of requests and add latency, changeable at run
-//! time; [`ServerHandle::restart_with_compacted_history`] ends every watch and forgets history.
+//! time; [`ServerHandle::restart_with_compacted_history`] ends every watch and forgets history;
+//! [`ServerHandle::stop_serving`] and [`ServerHandle::start_serving`] take the server down
+//! (connections refused) and bring it back on the same address, as an API server restart does.
 //!
 //! ## What it does not emulate
 //! Authentication and authorization, admission beyond namespace existence, graceful deletion

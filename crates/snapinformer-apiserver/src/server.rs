@@ -122,26 +122,7 @@ impl TestApiServer {
             request_log: config.record_requests.then(|| Mutex::new(Vec::new())),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
-        // A body over the limit is refused by the extractor; `router::handle` answers 413.
-        let app = router(state.clone(), config.max_request_body_bytes);
-        let mut serve_stop = stop_rx.clone();
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = serve_stop.wait_for(|stop| *stop).await;
-            };
-            // Watch events are small writes that must leave at once: without TCP_NODELAY, Nagle's
-            // algorithm meets the client's delayed ACK and holds the first event of every watch
-            // for about 40 ms.
-            use axum::serve::ListenerExt;
-            let listener = listener.tap_io(|tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!("cannot set TCP_NODELAY: {e}");
-                }
-            });
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
-                tracing::warn!("server stopped with error: {e}");
-            }
-        });
+        let (serve_stop, server) = serve(listener, state.clone(), config.max_request_body_bytes);
         let kubelet = config
             .kubelet
             .clone()
@@ -161,6 +142,8 @@ impl TestApiServer {
             addr,
             state,
             stop_tx,
+            serve_stop,
+            max_request_body_bytes: config.max_request_body_bytes,
             server: Some(server),
             kubelet,
             kubeconfig_path,
@@ -169,6 +152,36 @@ impl TestApiServer {
         handle.write_kubeconfig(&handle.kubeconfig_path)?;
         Ok(handle)
     }
+}
+
+/// Serves `listener` until the returned switch is set (graceful shutdown: the listener is
+/// closed at once, each connection after its response in progress).
+fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    max_body: usize,
+) -> (watch::Sender<bool>, JoinHandle<()>) {
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    // A body over the limit is refused by the extractor; `router::handle` answers 413.
+    let app = router(state, max_body);
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop_rx.wait_for(|stop| *stop).await;
+        };
+        // Watch events are small writes that must leave at once: without TCP_NODELAY, Nagle's
+        // algorithm meets the client's delayed ACK and holds the first event of every watch
+        // for about 40 ms.
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+            tracing::warn!("server stopped with error: {e}");
+        }
+    });
+    (stop_tx, server)
 }
 
 /// The server's router: every request goes to `router::handle`; a body over `max_body` bytes is
@@ -195,6 +208,10 @@ pub struct ServerHandle {
     addr: SocketAddr,
     state: Arc<AppState>,
     stop_tx: watch::Sender<bool>,
+    /// Stops the current serving task (see [`ServerHandle::stop_serving`]).
+    serve_stop: watch::Sender<bool>,
+    max_request_body_bytes: usize,
+    /// The serving task; `None` while the server is down.
     server: Option<JoinHandle<()>>,
     kubelet: Option<JoinHandle<()>>,
     kubeconfig_path: PathBuf,
@@ -345,6 +362,53 @@ impl ServerHandle {
         self.state.store.compact();
     }
 
+    /// Simulates the API server process going down, as during a restart: it stops listening
+    /// (a new connection is refused), ends every open watch stream and closes every connection
+    /// once its response in progress is done. Objects, the watch history and the
+    /// resourceVersion counter are kept (etcd outlives the API server), and so is the
+    /// simulated kubelet. [`start_serving`](Self::start_serving) brings it back on the same
+    /// address. Waits at most five seconds for the connections to close.
+    pub async fn stop_serving(&mut self) {
+        self.serve_stop.send_replace(true);
+        let Some(mut server) = self.server.take() else { return };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            // Repeated, so that a watch opened while the listener was closing ends too.
+            self.state.store.end_watches();
+            let wait = tokio::time::Instant::now() + Duration::from_millis(50);
+            match tokio::time::timeout_at(wait.min(deadline), &mut server).await {
+                Ok(_) => return,
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    server.abort();
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Listens again on the same address after [`stop_serving`](Self::stop_serving), as a
+    /// restarted API server does: clients reconnect and find the same objects and versions.
+    /// Does nothing if the server is serving.
+    pub async fn start_serving(&mut self) -> Result<(), ServerError> {
+        if self.server.is_some() {
+            return Ok(());
+        }
+        let listener = tokio::net::TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr: self.addr.to_string(), source })?;
+        let (serve_stop, server) = serve(listener, self.state.clone(), self.max_request_body_bytes);
+        self.serve_stop = serve_stop;
+        self.server = Some(server);
+        Ok(())
+    }
+
+    /// Whether the server listens (false between [`stop_serving`](Self::stop_serving) and
+    /// [`start_serving`](Self::start_serving)).
+    pub fn is_serving(&self) -> bool {
+        self.server.is_some()
+    }
+
     /// Stops serving: ends watch streams, stops the kubelet, waits for the server task (at most
     /// five seconds) and removes a temporary kubeconfig.
     pub async fn shutdown(mut self) {
@@ -362,6 +426,7 @@ impl ServerHandle {
 
     fn stop(&self) {
         self.stop_tx.send_replace(true);
+        self.serve_stop.send_replace(true);
         self.state.store.end_watches();
         if self.remove_kubeconfig {
             let _ = std::fs::remove_file(&self.kubeconfig_path);

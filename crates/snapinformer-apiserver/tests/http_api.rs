@@ -634,6 +634,41 @@ async fn restart_with_compacted_history_ends_open_watches_and_refuses_older_vers
 }
 
 #[tokio::test]
+async fn stop_serving_refuses_connections_and_start_serving_comes_back_with_the_same_objects() {
+    let mut s = server().await;
+    let old = s.resource_version();
+    s.bulk_create_pods([generate::pod("default", "a", None, &[])]).unwrap();
+    let addr = s.addr();
+    let open = tokio::spawn(async move {
+        http(addr, "GET", "/api/v1/pods?watch=true&resourceVersion=0&timeoutSeconds=30", &[], "")
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    common::bounded("stop serving", s.stop_serving()).await;
+    assert!(!s.is_serving());
+    let answer = common::bounded("open watch ends", open).await.unwrap();
+    assert_eq!(events(&answer.body).len(), 1, "the open watch ended at the stop");
+    let refused = tokio::net::TcpStream::connect(addr).await.unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+
+    s.start_serving().await.unwrap();
+    assert!(s.is_serving() && s.addr() == addr);
+    let list = http(addr, "GET", "/api/v1/pods", &[], "").await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.json()["items"][0]["metadata"]["name"], "a");
+    // The history survived: a watch from before the stop replays what came after.
+    let replay = http(
+        addr,
+        "GET",
+        &format!("/api/v1/pods?watch=true&resourceVersion={old}&timeoutSeconds=1"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(events(&replay.body)[0]["type"], "ADDED");
+}
+
+#[tokio::test]
 async fn binding_subresource_assigns_a_node_once() {
     let s = server().await;
     http(s.addr(), "POST", "/api/v1/namespaces/default/pods", &[JSON], &pod_json("a", "{}")).await;

@@ -168,7 +168,8 @@ impl InformerFactory {
     }
 
     /// Waits until every started informer has synced, or `timeout`. Returns each informer's
-    /// name with whether it synced (client-go's `WaitForCacheSync`).
+    /// name with whether it synced (client-go's `WaitForCacheSync`). It is woken by the
+    /// informers' publications; it does not poll.
     #[doc(alias = "WaitForCacheSync")]
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<String, bool> {
         let controls: Vec<Arc<dyn Control>> = {
@@ -179,12 +180,13 @@ impl InformerFactory {
                 .map(|e| e.control.clone())
                 .collect()
         };
-        let all = async {
-            while !controls.iter().all(|c| c.has_synced()) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        };
-        let _ = tokio::time::timeout(timeout, all).await;
+        // Each informer announces its sync on its progress channel: wait on them in turn, under
+        // one deadline (waiting for all of them, the order does not matter).
+        let deadline = tokio::time::Instant::now() + timeout;
+        for c in &controls {
+            let mut rx = c.subscribe();
+            let _ = tokio::time::timeout_at(deadline, rx.wait_for(|p| p.synced || p.stopped)).await;
+        }
         controls.iter().map(|c| (c.name().to_owned(), c.has_synced())).collect()
     }
 

@@ -4,6 +4,7 @@
 use std::{
     collections::VecDeque,
     fmt,
+    marker::PhantomData,
     panic::{AssertUnwindSafe, catch_unwind},
     sync::{
         Arc, Condvar, Mutex, MutexGuard,
@@ -14,8 +15,9 @@ use std::{
 
 use prometheus_client::metrics::gauge::Gauge;
 use snapinformer_store::{Backend, Snapshot};
+use tokio::sync::watch;
 
-use crate::delta::DeltaObject;
+use crate::{delta::DeltaObject, freshness::Progress};
 
 /// A change delivered to a handler (client-go's add/update/delete notifications).
 pub enum Notification<T> {
@@ -96,19 +98,120 @@ where
     }
 }
 
+/// Passes on only the notifications about objects a filter accepts (client-go's
+/// `FilteringResourceEventHandler`), turning transitions into the events the wrapped handler
+/// needs to keep a consistent view:
+///
+/// - an add or a delete reaches the wrapped handler if the filter accepts the object;
+/// - an update whose old and new states are both accepted stays an update;
+/// - an update whose new state is accepted but whose old state is not becomes an add
+///   (`is_in_initial_list = false`): the object entered the filter;
+/// - an update whose old state is accepted but whose new state is not becomes a delete of the
+///   old state: the object left the filter;
+/// - an update where neither is accepted is dropped.
+///
+/// A [`DeletedFinalStateUnknown`](crate::DeletedFinalStateUnknown) tombstone is filtered on
+/// the last state it carries; a tombstone without one is passed on, since the filter cannot
+/// say whether the handler knew the object (client-go hands the tombstone itself to the
+/// filter function).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use snapinformer_core::{FilteringHandler, Notification};
+/// # struct Pod { phase: &'static str }
+/// let running_only = FilteringHandler::new(
+///     |pod: &Pod| pod.phase == "Running",
+///     |n: &Notification<Pod>| println!("{n:?}"),
+/// );
+/// # let _ = running_only;
+/// ```
+#[doc(alias = "FilteringResourceEventHandler")]
+pub struct FilteringHandler<T, F, H> {
+    filter: F,
+    handler: H,
+    _objects: PhantomData<fn(&T)>,
+}
+
+impl<T, F, H> fmt::Debug for FilteringHandler<T, F, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FilteringHandler").finish_non_exhaustive()
+    }
+}
+
+impl<T, F, H> FilteringHandler<T, F, H>
+where
+    T: 'static,
+    F: FnMut(&T) -> bool + Send + 'static,
+    H: EventHandler<T>,
+{
+    /// Wraps `handler` so that it sees only the objects `filter` accepts.
+    pub fn new(filter: F, handler: H) -> Self {
+        FilteringHandler { filter, handler, _objects: PhantomData }
+    }
+}
+
+impl<T, F, H> EventHandler<T> for FilteringHandler<T, F, H>
+where
+    T: 'static,
+    F: FnMut(&T) -> bool + Send + 'static,
+    H: EventHandler<T>,
+{
+    fn on_add(&mut self, obj: &Arc<T>, is_in_initial_list: bool) {
+        if (self.filter)(obj) {
+            self.handler.on_add(obj, is_in_initial_list);
+        }
+    }
+
+    fn on_update(&mut self, old: &Arc<T>, new: &Arc<T>) {
+        let newer = (self.filter)(new);
+        let older = (self.filter)(old);
+        match (older, newer) {
+            (true, true) => self.handler.on_update(old, new),
+            (false, true) => self.handler.on_add(new, false),
+            (true, false) => self.handler.on_delete(&DeltaObject::Object(old.clone())),
+            (false, false) => {}
+        }
+    }
+
+    fn on_delete(&mut self, obj: &DeltaObject<T>) {
+        let accepted = match obj.object() {
+            Some(last) => (self.filter)(last),
+            None => true,
+        };
+        if accepted {
+            self.handler.on_delete(obj);
+        }
+    }
+}
+
 /// Options of one handler registration.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct HandlerOptions {
     /// A name for metrics, logs and the handler's thread. Default: `handler-<id>`.
     pub name: Option<String>,
     /// How often this handler wants every object re-delivered as an update (client-go's
-    /// per-handler resync period). `None` or zero: never.
+    /// per-handler resync period). `None`: the informer's default
+    /// ([`InformerBuilder::resync_period`](crate::InformerBuilder::resync_period)); zero: never.
+    /// A period under one second is raised to one second, and one under the informer's resync
+    /// check period once the informer has started is raised to that period (client-go's rules;
+    /// see [`Informer::add_event_handler_with`](crate::Informer::add_event_handler_with)).
     pub resync_period: Option<Duration>,
+    /// After a call of this handler panicked, the handler's thread waits this long before it
+    /// delivers the next notification, so that a handler that panics on everything does not
+    /// spin (client-go waits one second). Default one second.
+    pub panic_delay: Duration,
+}
+
+impl Default for HandlerOptions {
+    fn default() -> Self {
+        HandlerOptions { name: None, resync_period: None, panic_delay: Duration::from_secs(1) }
+    }
 }
 
 impl HandlerOptions {
-    /// Default options: no name, no resync.
+    /// Default options: no name, the informer's default resync period, one second after a
+    /// panic.
     pub fn new() -> Self {
         Self::default()
     }
@@ -119,9 +222,16 @@ impl HandlerOptions {
         self
     }
 
-    /// Sets the resync period.
+    /// Sets the resync period (zero: never resync this handler, whatever the informer's
+    /// default).
     pub fn resync_period(mut self, period: Duration) -> Self {
-        self.resync_period = Some(period).filter(|p| !p.is_zero());
+        self.resync_period = Some(period);
+        self
+    }
+
+    /// Sets the wait after a panicking call before the next notification.
+    pub fn panic_delay(mut self, delay: Duration) -> Self {
+        self.panic_delay = delay;
         self
     }
 }
@@ -195,7 +305,7 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
 }
 
 /// State a handler shares with its registration handle.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HandlerShared {
     /// Initial notifications (first-list adds, replays) not yet handled.
     pub(crate) pending_initial: AtomicUsize,
@@ -203,6 +313,41 @@ pub(crate) struct HandlerShared {
     pub(crate) handled: AtomicU64,
     /// Handler calls that panicked.
     pub(crate) panics: AtomicU64,
+    /// Latched once the handler has synced: it stays synced.
+    pub(crate) synced: AtomicBool,
+    /// Whether the handler's thread has ended (it delivers nothing more).
+    pub(crate) stopped: AtomicBool,
+    /// Bumped whenever `pending_initial` reaches zero or the thread ends: wakes waiters.
+    pub(crate) changed: watch::Sender<u64>,
+}
+
+impl Default for HandlerShared {
+    fn default() -> Self {
+        HandlerShared {
+            pending_initial: AtomicUsize::new(0),
+            handled: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            synced: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            changed: watch::Sender::new(0),
+        }
+    }
+}
+
+impl HandlerShared {
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// Marks the handler stopped when its thread ends, however it ends.
+struct StoppedOnDrop(Arc<HandlerShared>);
+
+impl Drop for StoppedOnDrop {
+    fn drop(&mut self) {
+        self.0.stopped.store(true, Ordering::SeqCst);
+        self.0.bump();
+    }
 }
 
 /// Starts a handler's thread.
@@ -211,6 +356,7 @@ pub(crate) fn spawn_handler<T, B, H>(
     mut handler: H,
     depth: Gauge,
     shared: Arc<HandlerShared>,
+    panic_delay: Duration,
 ) -> std::io::Result<Arc<Buffer<T, B>>>
 where
     T: Send + Sync + 'static,
@@ -226,7 +372,13 @@ where
     let thread_name = format!("handler-{name}");
     let handler_name: Arc<str> = name.into();
     std::thread::Builder::new().name(thread_name).spawn(move || {
+        let _stopped = StoppedOnDrop(shared.clone());
+        let mut after_panic = false;
         while let Some(msg) = buf.next() {
+            if after_panic {
+                // As client-go does: a handler that panics on everything must not spin.
+                std::thread::sleep(panic_delay);
+            }
             let (initial, result) = match msg {
                 Message::Notify(n, initial) => {
                     let r = catch_unwind(AssertUnwindSafe(|| match &n {
@@ -247,13 +399,14 @@ where
                     (true, r)
                 }
             };
-            if result.is_err() {
+            after_panic = result.is_err();
+            if after_panic {
                 shared.panics.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(handler = %handler_name, "event handler panicked; notification skipped");
             }
             shared.handled.fetch_add(1, Ordering::Relaxed);
-            if initial {
-                shared.pending_initial.fetch_sub(1, Ordering::AcqRel);
+            if initial && shared.pending_initial.fetch_sub(1, Ordering::SeqCst) == 1 {
+                shared.bump();
             }
         }
     })?;
@@ -263,14 +416,18 @@ where
 /// A handle on a registered handler (client-go's `ResourceEventHandlerRegistration`).
 ///
 /// Dropping it does not remove the handler; use
-/// [`Informer::remove_event_handler`](crate::Informer::remove_event_handler).
+/// [`Informer::remove_event_handler`](crate::Informer::remove_event_handler). A handle only
+/// ever refers to the handler of the informer that issued it: another informer refuses it
+/// ([`Error::ForeignHandler`](crate::informer::Error::ForeignHandler)).
 #[doc(alias = "ResourceEventHandlerRegistration")]
 #[derive(Clone)]
 pub struct HandlerRegistration {
     pub(crate) id: u64,
+    pub(crate) informer_id: u64,
     pub(crate) name: Arc<str>,
     pub(crate) shared: Arc<HandlerShared>,
     pub(crate) informer_synced: Arc<AtomicBool>,
+    pub(crate) progress: watch::Receiver<Progress>,
     pub(crate) depth: Gauge,
 }
 
@@ -285,7 +442,8 @@ impl fmt::Debug for HandlerRegistration {
 }
 
 impl HandlerRegistration {
-    /// The registration's id, unique within its informer.
+    /// The registration's id, unique in the process (ids are never reused, even across
+    /// informers).
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -296,22 +454,63 @@ impl HandlerRegistration {
     }
 
     /// True once the informer has synced and this handler has handled every notification of
-    /// the first list (or of its replay, if it registered late).
+    /// the first list (or of its replay, if it registered late). Once true it stays true
+    /// (client-go 1.37's per-handler `HasSynced`).
+    ///
+    /// A call that panicked still counts as handled (client-go's handler never syncs then; see
+    /// [`panics`](Self::panics)).
     #[doc(alias = "HasSynced")]
     pub fn has_synced(&self) -> bool {
-        self.informer_synced.load(Ordering::Acquire)
-            && self.shared.pending_initial.load(Ordering::Acquire) == 0
+        if self.shared.synced.load(Ordering::SeqCst) {
+            return true;
+        }
+        let synced = self.informer_synced.load(Ordering::SeqCst)
+            && self.shared.pending_initial.load(Ordering::SeqCst) == 0;
+        if synced {
+            self.shared.synced.store(true, Ordering::SeqCst);
+        }
+        synced
     }
 
-    /// Waits (polling every 5 ms) until [`has_synced`](Self::has_synced) or `timeout`; returns
-    /// whether it synced.
+    /// Waits until [`has_synced`](Self::has_synced) or `timeout`; returns whether it synced
+    /// (client-go's `HasSyncedChecker().Done()`). Woken by the handler's thread and by the
+    /// informer's publications; it does not poll.
+    #[doc(alias = "HasSyncedChecker")]
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
-        let poll = async {
+        let mut mine = self.shared.changed.subscribe();
+        let mut informer = self.progress.clone();
+        informer.mark_unchanged();
+        let wait = async {
+            let (mut mine_open, mut informer_open) = (true, true);
             while !self.has_synced() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                if !mine_open && !informer_open {
+                    return;
+                }
+                tokio::select! {
+                    r = mine.changed(), if mine_open => mine_open = r.is_ok(),
+                    r = informer.changed(), if informer_open => informer_open = r.is_ok(),
+                }
             }
         };
-        tokio::time::timeout(timeout, poll).await.is_ok()
+        let _ = tokio::time::timeout(timeout, wait).await;
+        self.has_synced()
+    }
+
+    /// Whether the handler's thread has ended: it was removed (or its informer shut down) and
+    /// the call in progress, if any, has returned.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the handler's thread has ended (see [`is_stopped`](Self::is_stopped)).
+    /// Resolves only after the handler was removed or its informer shut down.
+    pub async fn wait_stopped(&self) {
+        let mut rx = self.shared.changed.subscribe();
+        while !self.is_stopped() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Notifications waiting in this handler's buffer.
@@ -324,7 +523,8 @@ impl HandlerRegistration {
         self.shared.handled.load(Ordering::Relaxed)
     }
 
-    /// Handler calls that panicked (the notification was skipped, the handler goes on).
+    /// Handler calls that panicked (the notification was skipped, the handler goes on after
+    /// its [`panic_delay`](HandlerOptions::panic_delay)).
     pub fn panics(&self) -> u64 {
         self.shared.panics.load(Ordering::Relaxed)
     }

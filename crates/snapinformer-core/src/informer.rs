@@ -6,7 +6,7 @@ use std::{
     fmt,
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -46,6 +46,14 @@ pub enum Error {
     /// No handler has this registration id (already removed?).
     #[error("no event handler with id {0} is registered")]
     UnknownHandler(u64),
+    /// The registration was issued by another informer; nothing was removed.
+    #[error("event handler {handler:?} belongs to another informer, not to {informer:?}")]
+    ForeignHandler {
+        /// The handler's name.
+        handler: String,
+        /// This informer's name.
+        informer: String,
+    },
     /// A handler with this name is already registered.
     #[error("an event handler named {0:?} is already registered")]
     DuplicateHandlerName(String),
@@ -78,6 +86,7 @@ pub struct InformerBuilder<T: Send + Sync + 'static, B: Backend = Chunked> {
     slow_batch: Duration,
     freshness: FreshnessPolicy,
     on_publish: Option<PublishHook<T>>,
+    resync_period: Duration,
 }
 
 /// A callback run by the processing loop after each publication.
@@ -106,6 +115,7 @@ impl<T: Send + Sync + 'static, B: Backend> fmt::Debug for InformerBuilder<T, B> 
             .field("max_batch", &self.max_batch)
             .field("slow_batch", &self.slow_batch)
             .field("freshness", &self.freshness)
+            .field("resync_period", &self.resync_period)
             .finish()
     }
 }
@@ -130,6 +140,7 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
             slow_batch: Duration::from_millis(100),
             freshness: FreshnessPolicy::default(),
             on_publish: None,
+            resync_period: Duration::ZERO,
         }
     }
 
@@ -172,6 +183,17 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
         self
     }
 
+    /// The informer-wide resync period (client-go's `defaultEventHandlerResyncPeriod`, the
+    /// third argument of `NewSharedInformer`): the period of every handler that does not ask
+    /// for its own, and the informer's initial resync check period. Zero (the default): no
+    /// default resync and no check period. See
+    /// [`Informer::add_event_handler_with`] for how handler periods are adjusted.
+    #[doc(alias = "defaultEventHandlerResyncPeriod")]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = period;
+        self
+    }
+
     /// The bound beyond which [`Freshness::Fresh`] reads wait.
     pub fn freshness_policy(mut self, policy: FreshnessPolicy) -> Self {
         self.freshness = policy;
@@ -194,6 +216,7 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
         };
         let (progress, _) = watch::channel(Progress::initial());
         let shared = Arc::new(Shared {
+            id: NEXT_INFORMER_ID.fetch_add(1, Ordering::Relaxed),
             name: self.name,
             access,
             queue,
@@ -202,7 +225,11 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
             distributor: Mutex::new(Distributor {
                 listeners: Vec::new(),
                 syncing: HashSet::new(),
-                next_id: 0,
+                sync_until: None,
+                distributed_through: 0,
+                started: false,
+                default_resync: self.resync_period,
+                check_period: self.resync_period,
             }),
             resync_changed: tokio::sync::Notify::new(),
             progress,
@@ -234,7 +261,10 @@ struct Listener<T: Send + Sync + 'static, B: Backend> {
     shared: Arc<HandlerShared>,
     /// Publications up to this one are in the replay this handler got at registration.
     start_after: u64,
-    resync_period: Option<Duration>,
+    /// The resync period the handler asked for (after the one-second floor); zero: none.
+    requested_resync: Duration,
+    /// The period in force (see [`effective_resync_period`]); zero: none.
+    resync_period: Duration,
     next_resync: Option<tokio::time::Instant>,
     notifications: prometheus_client::metrics::counter::Counter,
 }
@@ -242,9 +272,39 @@ struct Listener<T: Send + Sync + 'static, B: Backend> {
 /// The handlers, behind one small lock held only to push notifications, register or remove.
 struct Distributor<T: Send + Sync + 'static, B: Backend> {
     listeners: Vec<Listener<T, B>>,
-    /// Handlers due for a resync: only they receive resync updates.
+    /// Handlers due for a resync: only they receive resync updates (updates that keep the
+    /// resource version), until the resync's deltas are applied.
     syncing: HashSet<u64>,
-    next_id: u64,
+    /// The queue position of the last delta of the resync in progress: once a batch applies
+    /// up to it, `syncing` is cleared. `Some(u64::MAX)` while the resync is being queued.
+    sync_until: Option<u64>,
+    /// The queue position the last distributed batch completed.
+    distributed_through: u64,
+    /// Whether the informer has started (handler periods are then raised to the check period
+    /// instead of lowering it).
+    started: bool,
+    /// The period of handlers that do not ask for one (zero: none).
+    default_resync: Duration,
+    /// client-go's `resyncCheckPeriod`: the floor of handler periods once started.
+    check_period: Duration,
+}
+
+/// The shortest resync period a handler gets (client-go's `minimumResyncPeriod`).
+pub const MIN_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Registration ids, unique in the process so that a handle can never name another
+/// informer's handler.
+static NEXT_HANDLER_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_INFORMER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The resync period a handler that asked for `requested` gets under the check period
+/// `check` (client-go's `determineResyncPeriod`, except that an informer without a check
+/// period honours the handler's own period instead of ignoring it).
+fn effective_resync_period(requested: Duration, check: Duration) -> Duration {
+    if requested.is_zero() || check.is_zero() {
+        return requested;
+    }
+    requested.max(check)
 }
 
 #[derive(Default)]
@@ -256,6 +316,8 @@ struct Tasks {
 }
 
 struct Shared<T: Send + Sync + 'static, B: Backend> {
+    /// Unique in the process: registrations carry it.
+    id: u64,
     name: String,
     access: ObjectAccess<T>,
     queue: Arc<dyn Queue<T>>,
@@ -424,14 +486,64 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
             return Err(Error::AlreadyStarted(self.shared.name.clone()));
         }
         tasks.started = true;
+        lock(&self.shared.distributor).started = true;
         tasks.process = Some(rt.spawn(process_loop(self.shared.clone())));
         tasks.resync = Some(rt.spawn(resync_loop(self.shared.clone())));
         Ok(())
     }
 
-    /// Whether [`start`](Informer::start) was called.
+    /// Whether [`start`](Informer::start) was called (it stays true after a shutdown, as
+    /// client-go's `HasStarted`).
+    #[doc(alias = "HasStarted")]
     pub fn is_started(&self) -> bool {
         lock(&self.shared.tasks).started
+    }
+
+    /// Whether the informer has stopped: its processing loop has ended (after
+    /// [`shutdown`](Informer::shutdown), or once the last clone is dropped). A stopped informer
+    /// takes no new handler.
+    #[doc(alias = "IsStopped")]
+    pub fn is_stopped(&self) -> bool {
+        self.shared.progress.borrow().stopped
+    }
+
+    /// The resync check period (client-go's `resyncCheckPeriod`): the informer's
+    /// [`resync_period`](InformerBuilder::resync_period), lowered by handlers registered
+    /// before the start that asked for less. Zero: the informer has no default resync period
+    /// and no handler lowered it.
+    pub fn resync_check_period(&self) -> Duration {
+        lock(&self.shared.distributor).check_period
+    }
+
+    /// The resync period in force for a handler of this informer (zero: it is not resynced),
+    /// after client-go's adjustments (see
+    /// [`add_event_handler_with`](Informer::add_event_handler_with)).
+    pub fn handler_resync_period(&self, registration: &HandlerRegistration) -> Result<Duration> {
+        self.check_owner(registration)?;
+        let dist = lock(&self.shared.distributor);
+        dist.listeners
+            .iter()
+            .find(|l| l.id == registration.id)
+            .map(|l| l.resync_period)
+            .ok_or(Error::UnknownHandler(registration.id))
+    }
+
+    /// Whether `registration` names a handler registered with this informer now (false for
+    /// another informer's registration and for a removed one).
+    pub fn is_registered(&self, registration: &HandlerRegistration) -> bool {
+        registration.informer_id == self.shared.id
+            && lock(&self.shared.distributor).listeners.iter().any(|l| l.id == registration.id)
+    }
+
+    /// Fails unless `registration` was issued by this informer.
+    fn check_owner(&self, registration: &HandlerRegistration) -> Result<()> {
+        if registration.informer_id != self.shared.id {
+            return Err(Error::ForeignHandler {
+                handler: registration.name.to_string(),
+                informer: self.shared.name.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// Stops the informer: closes the queue (producers fail from now on), lets the processing
@@ -490,6 +602,18 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
     /// The handler first receives every object of the current snapshot as an add
     /// (`is_in_initial_list = true`), then every change published after that snapshot: no
     /// gap, no duplicate. It runs on its own thread and has its own unbounded buffer.
+    ///
+    /// **Resync periods** follow client-go's rules. The handler's period is its
+    /// [`HandlerOptions::resync_period`], or else the informer's
+    /// [`resync_period`](InformerBuilder::resync_period). A period under
+    /// [`MIN_RESYNC_PERIOD`] (one second) is raised to it. A period under the informer's
+    /// [`resync_check_period`](Informer::resync_check_period) lowers the check period if the
+    /// informer has not started (and every registered handler's period is raised to at least
+    /// the new check period); once it has started, the handler's period is raised to the check
+    /// period instead. Unlike client-go, an informer built without a resync period honours a
+    /// handler's own period (client-go ignores it), and each handler is resynced exactly when
+    /// its period elapses (client-go checks every check period, so a period is in effect
+    /// rounded up to a multiple of it).
     #[doc(alias = "AddEventHandlerWithResyncPeriod")]
     #[doc(alias = "AddEventHandlerWithOptions")]
     pub fn add_event_handler_with(
@@ -501,57 +625,89 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
         if self.shared.progress.borrow().stopped {
             return Err(Error::Stopped(self.shared.name.clone()));
         }
-        let id = dist.next_id;
+        let id = NEXT_HANDLER_ID.fetch_add(1, Ordering::Relaxed);
         let name: Arc<str> = options.name.unwrap_or_else(|| format!("handler-{id}")).into();
         if dist.listeners.iter().any(|l| l.name == name) {
             return Err(Error::DuplicateHandlerName(name.to_string()));
         }
+        let mut requested = options.resync_period.unwrap_or(dist.default_resync);
+        if !requested.is_zero() {
+            if requested < MIN_RESYNC_PERIOD {
+                tracing::info!(informer = %self.shared.name, handler = %name, ?requested, "resync period raised to the minimum of one second");
+                requested = MIN_RESYNC_PERIOD;
+            }
+            if requested < dist.check_period {
+                if dist.started {
+                    tracing::info!(informer = %self.shared.name, handler = %name, ?requested, check_period = ?dist.check_period, "resync period raised to the started informer's check period");
+                    requested = dist.check_period;
+                } else {
+                    dist.check_period = requested;
+                    let now = tokio::time::Instant::now();
+                    for l in &mut dist.listeners {
+                        let period = effective_resync_period(l.requested_resync, requested);
+                        if period != l.resync_period {
+                            l.resync_period = period;
+                            l.next_resync = (!period.is_zero()).then(|| now + period);
+                        }
+                    }
+                }
+            }
+        }
+        let resync_period = effective_resync_period(requested, dist.check_period);
         let labels = HandlerLabels { handler: name.to_string() };
         let depth = self.shared.metrics.handler_buffer_depth.get_or_create(&labels).clone();
         let notifications =
             self.shared.metrics.handler_notifications.get_or_create(&labels).clone();
         let hshared = Arc::new(HandlerShared::default());
         let buffer: Arc<Buffer<T, B>> =
-            spawn_handler(&name, handler, depth.clone(), hshared.clone()).map_err(Error::Thread)?;
-        dist.next_id += 1;
+            spawn_handler(&name, handler, depth.clone(), hshared.clone(), options.panic_delay)
+                .map_err(Error::Thread)?;
         // The snapshot is taken under the distributor lock: every publication after it is
         // distributed after this handler is in the list, and every publication it includes is
         // skipped for this handler (see `start_after`).
         let snapshot = self.shared.reader.snapshot();
         let start_after = snapshot.publication();
         if !snapshot.is_empty() {
-            hshared.pending_initial.fetch_add(1, Ordering::AcqRel);
+            hshared.pending_initial.fetch_add(1, Ordering::SeqCst);
             notifications.inc();
             buffer.push_all([Message::Replay(snapshot)]);
         }
-        let resync_period = options.resync_period.filter(|p| !p.is_zero());
         dist.listeners.push(Listener {
             id,
             name: name.clone(),
             buffer,
             shared: hshared.clone(),
             start_after,
+            requested_resync: requested,
             resync_period,
-            next_resync: resync_period.map(|p| tokio::time::Instant::now() + p),
+            next_resync: (!resync_period.is_zero())
+                .then(|| tokio::time::Instant::now() + resync_period),
             notifications,
         });
         drop(dist);
-        if resync_period.is_some() {
-            self.shared.resync_changed.notify_one();
-        }
+        self.shared.resync_changed.notify_one();
         Ok(HandlerRegistration {
             id,
+            informer_id: self.shared.id,
             name,
             shared: hshared,
             informer_synced: self.shared.synced.clone(),
+            progress: self.shared.progress.subscribe(),
             depth,
         })
     }
 
     /// Removes a handler: it receives nothing more; notifications still in its buffer are
-    /// dropped and its thread ends.
+    /// dropped and its thread ends once the call in progress, if any, returns. Returns at once
+    /// (see [`shutdown_event_handler`](Informer::shutdown_event_handler) to wait for the
+    /// thread).
+    ///
+    /// Fails with [`Error::ForeignHandler`] for another informer's registration (client-go
+    /// ignores it) and with [`Error::UnknownHandler`] for one already removed (client-go
+    /// ignores that too); neither removes anything.
     #[doc(alias = "RemoveEventHandler")]
     pub fn remove_event_handler(&self, registration: &HandlerRegistration) -> Result<()> {
+        self.check_owner(registration)?;
         let mut dist = lock(&self.shared.distributor);
         let pos = dist
             .listeners
@@ -566,6 +722,18 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
         self.shared.metrics.handler_buffer_depth.remove(&labels);
         self.shared.metrics.handler_notifications.remove(&labels);
         self.shared.resync_changed.notify_one();
+        Ok(())
+    }
+
+    /// Removes a handler (see [`remove_event_handler`](Informer::remove_event_handler)) and
+    /// waits until its thread has ended, so that the handler is called no more and everything
+    /// it captured can be torn down (client-go's `ShutDownEventHandler`).
+    ///
+    /// Never call it from the handler's own callback: it would wait for itself.
+    #[doc(alias = "ShutDownEventHandler")]
+    pub async fn shutdown_event_handler(&self, registration: &HandlerRegistration) -> Result<()> {
+        self.remove_event_handler(registration)?;
+        registration.wait_stopped().await;
         Ok(())
     }
 
@@ -702,7 +870,9 @@ fn apply_batch<T: Send + Sync + 'static, B: Backend>(
 }
 
 impl<T: Send + Sync + 'static, B: Backend> Distributor<T, B> {
-    fn distribute(&mut self, publication: u64, notes: &[Note<T>]) {
+    /// Pushes a batch's notifications to every handler; `applied_through` is the queue
+    /// position the batch completes (a resync window closes once it is reached).
+    fn distribute(&mut self, publication: u64, applied_through: u64, notes: &[Note<T>]) {
         for l in &self.listeners {
             if publication <= l.start_after {
                 continue;
@@ -727,6 +897,13 @@ impl<T: Send + Sync + 'static, B: Backend> Distributor<T, B> {
             }
             l.notifications.inc_by(msgs.len() as u64);
             l.buffer.push_all(msgs);
+        }
+        self.distributed_through = self.distributed_through.max(applied_through);
+        if self.sync_until.is_some_and(|until| applied_through >= until) {
+            // The resync's deltas are all delivered: updates that keep the resource version
+            // (from a later relist, say) no longer reach these handlers.
+            self.syncing.clear();
+            self.sync_until = None;
         }
     }
 }
@@ -767,7 +944,7 @@ async fn process_loop<T: Send + Sync + 'static, B: Backend>(shared: Arc<Shared<T
                 published_at,
             });
         }
-        lock(&shared.distributor).distribute(publication, &notes);
+        lock(&shared.distributor).distribute(publication, batch.applied_through, &notes);
         drop(notes);
         shared.queue.done(&batch);
         if !shared.synced.load(Ordering::Acquire) && shared.queue.has_synced() {
@@ -836,23 +1013,38 @@ async fn resync_loop<T: Send + Sync + 'static, B: Backend>(shared: Arc<Shared<T,
             let mut dist = lock(&shared.distributor);
             let mut due = HashSet::new();
             for l in &mut dist.listeners {
-                if let (Some(at), Some(period)) = (l.next_resync, l.resync_period)
+                if let Some(at) = l.next_resync
                     && at <= now
+                    && !l.resync_period.is_zero()
                 {
                     due.insert(l.id);
-                    l.next_resync = Some(now + period);
+                    l.next_resync = Some(now + l.resync_period);
                 }
             }
             if !due.is_empty() {
                 dist.syncing = due.clone();
+                // Until the resync is queued, no batch closes the window.
+                dist.sync_until = Some(u64::MAX);
             }
             due
         };
-        if !due.is_empty()
-            && let Err(e) = shared.queue.resync()
-        {
+        if due.is_empty() {
+            continue;
+        }
+        if let Err(e) = shared.queue.resync() {
             tracing::debug!(informer = %shared.name, error = %e, "resync skipped");
             return;
+        }
+        let until = shared.queue.stats().last_id;
+        let mut dist = lock(&shared.distributor);
+        if dist.sync_until.is_some() {
+            if dist.distributed_through >= until {
+                // Nothing was queued, or it is already delivered: the window closes now.
+                dist.syncing.clear();
+                dist.sync_until = None;
+            } else {
+                dist.sync_until = Some(until);
+            }
         }
     }
 }
@@ -863,6 +1055,7 @@ pub(crate) trait Control: Send + Sync {
     fn start(&self) -> Result<()>;
     fn is_started(&self) -> bool;
     fn has_synced(&self) -> bool;
+    fn subscribe(&self) -> watch::Receiver<Progress>;
     fn shutdown(&self) -> crate::queue::BoxFuture<'_, ()>;
 }
 
@@ -879,7 +1072,113 @@ impl<T: Send + Sync + 'static, B: Backend> Control for Informer<T, B> {
     fn has_synced(&self) -> bool {
         Informer::has_synced(self)
     }
+    fn subscribe(&self) -> watch::Receiver<Progress> {
+        Informer::subscribe(self)
+    }
     fn shutdown(&self) -> crate::queue::BoxFuture<'_, ()> {
         Box::pin(Informer::shutdown(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! `apply_batch` cannot fail through the public API (the queue and the store key objects
+    //! with the same accessors, and index functions cannot fail), so the cases of client-go's
+    //! `TestProcessDeltasInBatch` where the store refuses some objects are ported here, on a
+    //! hand-built batch whose refused object has no name.
+
+    use std::time::Instant;
+
+    use snapinformer_store::{Object, ObjectAccess, StoreBuilder};
+
+    use super::*;
+    use crate::delta::Delta;
+
+    struct ConfigMap {
+        name: Option<&'static str>,
+        /// Which test object this is, even when it has no name.
+        id: u32,
+    }
+
+    impl Object for ConfigMap {
+        fn name(&self) -> Option<&str> {
+            self.name
+        }
+        fn namespace(&self) -> Option<&str> {
+            Some("testnamespace")
+        }
+        fn resource_version(&self) -> Option<&str> {
+            None
+        }
+    }
+
+    /// An `Added` delta for config map `id`; `refused` ones have no name, so the store refuses
+    /// them.
+    fn added(id: u32, refused: bool) -> Delta<ConfigMap> {
+        let name = ["testname1", "testname2", "testname3"][id as usize - 1];
+        let obj = Arc::new(ConfigMap { name: (!refused).then_some(name), id });
+        let key: Arc<str> = format!("testnamespace/{name}").into();
+        Delta::new(DeltaType::Added, key, obj, Instant::now())
+    }
+
+    fn batch(deltas: Vec<Delta<ConfigMap>>) -> PoppedBatch<ConfigMap> {
+        PoppedBatch {
+            entries: deltas.len(),
+            deltas,
+            is_in_initial_list: true,
+            resource_version: None,
+            applied_through: 0,
+            depth_after: 0,
+        }
+    }
+
+    /// Applies the batch; returns the ids the store holds and the ids handlers are told of.
+    fn apply(deltas: Vec<Delta<ConfigMap>>) -> (Vec<u32>, Vec<u32>) {
+        let (mut writer, reader) =
+            StoreBuilder::new(ObjectAccess::<ConfigMap>::of()).build().unwrap();
+        let access = writer.access();
+        let (notes, _) =
+            apply_batch(&mut writer, access, &batch(deltas), &mut RvTracker::default(), "test");
+        let mut stored: Vec<u32> = reader.snapshot().iter().map(|c| c.id).collect();
+        stored.sort_unstable();
+        let notified = notes
+            .iter()
+            .map(|n| match &n.notification {
+                Notification::Add { obj, .. } => obj.id,
+                other => panic!("only adds expected, got {other:?}"),
+            })
+            .collect();
+        (stored, notified)
+    }
+
+    #[test]
+    fn process_deltas_in_batch_all_transactions_succeeding_reach_the_listener() {
+        assert_eq!(apply(vec![added(1, false)]), (vec![1], vec![1]));
+    }
+
+    #[test]
+    fn process_deltas_in_batch_all_transactions_failing_trigger_no_listener() {
+        assert_eq!(apply(vec![added(1, true)]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn process_deltas_in_batch_partial_failure_notifies_only_the_successful_events_1() {
+        assert_eq!(apply(vec![added(1, false), added(2, true)]), (vec![1], vec![1]));
+    }
+
+    #[test]
+    fn process_deltas_in_batch_partial_failure_notifies_only_the_successful_events_2() {
+        let got = apply(vec![added(1, false), added(2, true), added(3, false)]);
+        assert_eq!(got, (vec![1, 3], vec![1, 3]));
+    }
+
+    #[test]
+    fn handler_periods_are_raised_to_the_check_period_and_zero_means_none() {
+        let s = Duration::from_secs;
+        assert_eq!(effective_resync_period(s(0), s(10)), s(0));
+        assert_eq!(effective_resync_period(s(5), s(10)), s(10));
+        assert_eq!(effective_resync_period(s(30), s(10)), s(30));
+        // Without a check period the handler's own period holds (client-go would ignore it).
+        assert_eq!(effective_resync_period(s(30), s(0)), s(30));
     }
 }

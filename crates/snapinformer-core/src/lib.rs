@@ -106,8 +106,10 @@ pub mod workqueue;
 pub use delta::{DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, PoppedBatch};
 pub use factory::InformerFactory;
 pub use freshness::{Freshness, FreshnessPolicy, Progress, parse_resource_version};
-pub use handler::{EventHandler, HandlerOptions, HandlerRegistration, Notification};
-pub use informer::{Informer, InformerBuilder, Published, QueueKind};
+pub use handler::{
+    EventHandler, FilteringHandler, HandlerOptions, HandlerRegistration, Notification,
+};
+pub use informer::{Informer, InformerBuilder, MIN_RESYNC_PERIOD, Published, QueueKind};
 pub use lister::{Lister, NamespaceLister};
 pub use metrics::InformerMetrics;
 pub use queue::{

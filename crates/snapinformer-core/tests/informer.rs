@@ -765,3 +765,162 @@ async fn empty_initial_list_without_a_version_syncs_the_informer_and_its_handler
         inf.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn filtering_handler_turns_entering_and_leaving_the_filter_into_adds_and_deletes() {
+    use snapinformer_core::FilteringHandler;
+    let inf = informer(QueueKind::Real);
+    let (log, h) = recorder();
+    let web = |o: &Obj| o.labels.get("app").is_some_and(|v| v == "web");
+    let reg = inf.add_event_handler(FilteringHandler::new(web, h)).unwrap();
+    inf.start().unwrap();
+    let q = inf.queue();
+    q.replace(vec![labeled("a", 1, &[("app", "web")]), labeled("b", 2, &[("app", "db")])], "2")
+        .unwrap();
+    q.update(labeled("a", 3, &[("app", "web")])).unwrap(); // stays in: update
+    q.update(labeled("b", 4, &[("app", "web")])).unwrap(); // enters: add
+    q.update(labeled("a", 5, &[("app", "db")])).unwrap(); // leaves: delete of the old state
+    q.update(labeled("a", 6, &[("app", "db")])).unwrap(); // stays out: nothing
+    q.delete(labeled("b", 7, &[("app", "web")])).unwrap(); // accepted delete
+    q.delete(labeled("a", 8, &[("app", "db")])).unwrap(); // filtered delete
+    inf.wait_for("8", Duration::from_secs(5)).await.unwrap();
+    eventually("all handled", || reg.handled() == 8).await;
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![
+            Seen::Add("a".into(), "1".into(), true),
+            Seen::Update("a".into(), "1".into(), "3".into()),
+            Seen::Add("b".into(), "4".into(), false),
+            Seen::Delete("a".into(), false),
+            Seen::Delete("b".into(), false),
+        ]
+    );
+    // A tombstone is filtered on its last known state; without one it is passed on.
+    let (log, h) = recorder();
+    let mut filtered = FilteringHandler::new(web, h);
+    use snapinformer_core::{DeletedFinalStateUnknown, EventHandler};
+    let tomb = |obj: Option<Arc<Obj>>| {
+        DeltaObject::Tombstone(DeletedFinalStateUnknown { key: "default/x".into(), obj })
+    };
+    filtered.on_delete(&tomb(Some(labeled("x", 9, &[("app", "db")]))));
+    filtered.on_delete(&tomb(Some(labeled("x", 9, &[("app", "web")]))));
+    filtered.on_delete(&tomb(None));
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![Seen::Delete("x".into(), true), Seen::Delete(String::new(), true)]
+    );
+    inf.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn informer_default_resync_period_applies_to_handlers_that_ask_for_none() {
+    let inf = Informer::<Obj>::builder(access())
+        .name("test")
+        .resync_period(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (default_log, default) = recorder();
+    let (never_log, never) = recorder();
+    let d = inf.add_event_handler(default).unwrap();
+    let n = inf
+        .add_event_handler_with(never, HandlerOptions::new().resync_period(Duration::ZERO))
+        .unwrap();
+    assert_eq!(inf.handler_resync_period(&d).unwrap(), Duration::from_secs(10));
+    assert_eq!(inf.handler_resync_period(&n).unwrap(), Duration::ZERO);
+    inf.start().unwrap();
+    inf.queue().replace(vec![obj("a", 1)], "1").unwrap();
+    eventually("initial adds", || len(&default_log) == 1 && len(&never_log) == 1).await;
+    tokio::time::advance(Duration::from_secs(10)).await;
+    eventually("default handler resynced", || len(&default_log) == 2).await;
+    assert_eq!(default_log.lock().unwrap()[1], Seen::Update("a".into(), "1".into(), "1".into()));
+    assert_eq!(len(&never_log), 1);
+    inf.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_window_closes_once_its_deltas_are_delivered() {
+    // A handler receives updates that keep the resource version only from the resync it is due
+    // for: a relist long after that resync does not re-send unchanged objects to it.
+    let inf = informer(QueueKind::Real);
+    let (log, h) = recorder();
+    let reg = inf
+        .add_event_handler_with(h, HandlerOptions::new().resync_period(Duration::from_secs(60)))
+        .unwrap();
+    inf.start().unwrap();
+    inf.queue().replace(vec![obj("a", 1)], "1").unwrap();
+    eventually("initial add", || len(&log) == 1).await;
+    tokio::time::advance(Duration::from_secs(60)).await;
+    eventually("resync", || len(&log) == 2).await;
+    eventually("resync handled", || reg.handled() == 2).await;
+    // A relist 10 s later with the object unchanged: no notification for it.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    inf.queue().replace(vec![obj("a", 1), obj("b", 2)], "2").unwrap();
+    inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+    eventually("b added", || len(&log) == 3).await;
+    eventually("idle", || reg.handled() == 3).await;
+    assert_eq!(log.lock().unwrap()[2], Seen::Add("b".into(), "2".into(), false));
+    inf.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn handler_wait_synced_is_woken_not_polled() {
+    // A polling wait sleeps on the (paused) clock between checks, so it only notices the sync
+    // once time has advanced; a woken wait returns with the clock where it was.
+    let inf = informer(QueueKind::Real);
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(Some(release_rx));
+    let reg = inf
+        .add_event_handler(move |_: &Notification<Obj>| {
+            if let Some(rx) = gate.lock().unwrap().take() {
+                rx.recv().unwrap();
+            }
+        })
+        .unwrap();
+    inf.start().unwrap();
+    inf.queue().replace(vec![obj("a", 1)], "1").unwrap();
+    assert!(inf.wait_for_sync(Duration::from_secs(5)).await);
+    let start = tokio::time::Instant::now();
+    let r = reg.clone();
+    let waiter = tokio::spawn(async move { r.wait_synced(Duration::from_secs(3600)).await });
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished() && !reg.has_synced());
+    release_tx.send(()).unwrap();
+    // Block the runtime (no time passes) until the handler thread has synced.
+    let real = std::time::Instant::now();
+    while !reg.has_synced() {
+        assert!(real.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(waiter.await.unwrap());
+    assert_eq!(tokio::time::Instant::now(), start, "the wait woke without the clock moving");
+    inf.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn factory_wait_for_cache_sync_is_woken_not_polled() {
+    let factory = InformerFactory::new();
+    let inf =
+        factory.informer("pods", || Informer::builder(access()).name("pods").build()).unwrap();
+    factory.start().unwrap();
+    let start = tokio::time::Instant::now();
+    let wait = factory.wait_for_cache_sync(Duration::from_secs(3600));
+    tokio::pin!(wait);
+    assert!(futures_poll_once(wait.as_mut()).await.is_none(), "not synced yet");
+    inf.queue().replace(vec![obj("a", 1)], "1").unwrap();
+    let synced = wait.await;
+    assert_eq!(synced.get("pods"), Some(&true));
+    assert_eq!(tokio::time::Instant::now(), start, "the wait woke without the clock moving");
+    factory.shutdown().await;
+}
+
+/// Polls `fut` once.
+async fn futures_poll_once<F: std::future::Future + Unpin>(fut: F) -> Option<F::Output> {
+    let mut fut = fut;
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut fut).poll(cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}

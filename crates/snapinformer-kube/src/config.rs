@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use crate::BackoffConfig;
 
-/// How a reflector lists and watches. The defaults follow client-go's reflector.
+/// How a reflector lists and watches. The defaults follow client-go's reflector, except where a
+/// field says otherwise (the watch timeout, streaming lists, internal-error retries).
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct ReflectorConfig {
@@ -14,18 +15,21 @@ pub struct ReflectorConfig {
     pub label_selector: Option<String>,
     /// Only objects matching this field selector (`fieldSelector`).
     pub field_selector: Option<String>,
-    /// Objects per list page (`limit`); `None` lists in one request. As in client-go, a relist
-    /// from a specific version is sent without a limit (the API server answers it from its
-    /// watch cache, where paging only costs) unless an earlier list at version `0` came back
-    /// paginated. An expired continue token falls back to a full list. Default 500.
+    /// Objects per list page (`limit`; client-go's `WatchListPageSize`). `None` (the default)
+    /// is client-go's default: pages of 500, except that a relist from a specific version is
+    /// sent without a limit (the API server answers it from its watch cache, where paging only
+    /// costs) unless an earlier list at version `0` came back paginated. `Some(n)` pages every
+    /// list by `n`, as a `WatchListPageSize` set in client-go does. An expired continue token
+    /// falls back to a full list at the version first requested.
     #[doc(alias = "WatchListPageSize")]
     pub page_size: Option<u32>,
     /// Use a streaming list (`watch` with `sendInitialEvents=true`, Kubernetes 1.27+) instead
     /// of a list for the initial list and every relist; on a server that refuses it, or if the
     /// stream fails before its `k8s.io/initial-events-end` bookmark, fall back to a list.
-    /// Default off. A server older than 1.27 ignores `sendInitialEvents` and never sends that
-    /// bookmark: the reflector then falls back only when the watch times out, so enable this
-    /// only for servers known to support streaming lists.
+    /// Default off (client-go 1.35 and later stream by default: its `WatchListClient` feature).
+    /// A server older than 1.27 ignores `sendInitialEvents` and never sends that bookmark: the
+    /// reflector then falls back only when the watch times out, so enable this only for servers
+    /// known to support streaming lists.
     #[doc(alias = "UseWatchList")]
     #[doc(alias = "sendInitialEvents")]
     pub watch_list: bool,
@@ -45,6 +49,25 @@ pub struct ReflectorConfig {
     pub short_watch: Duration,
     /// Waits after failures.
     pub backoff: BackoffConfig,
+    /// How long internal errors (reason `InternalError`, such as "etcdserver: no leader") on a
+    /// watch are retried by re-opening the watch at once (client-go's
+    /// `MaxInternalErrorRetryDuration`): while the first internal error of the current run
+    /// (a run ends after a minute without one) is at most this old, the watch is re-opened
+    /// at once; after that the reflector relists after a backoff. `Some(ZERO)` relists after
+    /// every internal error (client-go's default).
+    ///
+    /// `None` (the default here): internal errors are treated like other 5xx answers and
+    /// re-open the watch after a backoff, for as long as they last; re-opening is as safe as a
+    /// relist (a version that left the server's history is answered 410, which relists) and
+    /// far cheaper for a large resource.
+    #[doc(alias = "MaxInternalErrorRetryDuration")]
+    pub max_internal_error_retry: Option<Duration>,
+    /// How often the reflector itself asks the queue for a resync while it watches (client-go's
+    /// reflector `resyncPeriod`), if
+    /// [`Reflector::with_should_resync`](crate::Reflector::with_should_resync) agrees.
+    /// `None` (the default): never. A [`KubeInformer`](crate::KubeInformer) leaves this off:
+    /// its informer resyncs per handler.
+    pub resync_period: Option<Duration>,
 }
 
 impl Default for ReflectorConfig {
@@ -53,13 +76,15 @@ impl Default for ReflectorConfig {
             name: "reflector".to_owned(),
             label_selector: None,
             field_selector: None,
-            page_size: Some(500),
+            page_size: None,
             watch_list: false,
             bookmarks: true,
             min_watch_timeout: Duration::from_secs(145),
             watch_grace: Duration::from_secs(30),
             short_watch: Duration::from_secs(1),
             backoff: BackoffConfig::default(),
+            max_internal_error_retry: None,
+            resync_period: None,
         }
     }
 }
@@ -88,9 +113,24 @@ impl ReflectorConfig {
         self
     }
 
-    /// Sets the list page size (`None`: no paging).
+    /// Sets the list page size (`None`: client-go's default rule; see
+    /// [`page_size`](ReflectorConfig::page_size)).
     pub fn page_size(mut self, page_size: Option<u32>) -> Self {
         self.page_size = page_size.filter(|n| *n > 0);
+        self
+    }
+
+    /// Sets how long internal errors on a watch are retried before a relist (see
+    /// [`max_internal_error_retry`](ReflectorConfig::max_internal_error_retry)).
+    pub fn max_internal_error_retry(mut self, max: Option<Duration>) -> Self {
+        self.max_internal_error_retry = max;
+        self
+    }
+
+    /// Sets the reflector's own resync period (see
+    /// [`resync_period`](ReflectorConfig::resync_period)).
+    pub fn resync_period(mut self, period: Option<Duration>) -> Self {
+        self.resync_period = period.filter(|p| !p.is_zero());
         self
     }
 

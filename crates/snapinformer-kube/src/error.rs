@@ -79,15 +79,53 @@ impl Error {
     }
 
     /// Whether the server answered "Too large resource version" (it has not caught up with the
-    /// requested version yet).
+    /// requested version yet), in any of the three forms servers have used: a cause of type
+    /// `ResourceVersionTooLarge` (1.18.6 and later), a cause whose message is "Too large
+    /// resource version" (1.17.0 to 1.18.5), or that text in the message (before 1.17).
     pub fn is_too_large_resource_version(&self) -> bool {
         self.status().is_some_and(|s| {
-            let cause = s
-                .details
-                .as_ref()
-                .is_some_and(|d| d.causes.iter().any(|c| c.reason == "ResourceVersionTooLarge"));
+            let cause = s.details.as_ref().is_some_and(|d| {
+                d.causes.iter().any(|c| {
+                    c.reason == "ResourceVersionTooLarge"
+                        || c.message == "Too large resource version"
+                })
+            });
             cause || s.message.contains("Too large resource version")
         })
+    }
+
+    /// Whether the server reported an internal error (reason `InternalError`, for example
+    /// "etcdserver: no leader"): what
+    /// [`ReflectorConfig::max_internal_error_retry`](crate::ReflectorConfig::max_internal_error_retry)
+    /// applies to.
+    pub fn is_internal_error(&self) -> bool {
+        self.status().is_some_and(|s| s.reason == "InternalError")
+    }
+
+    /// Whether the server could not read an object from its storage (reason
+    /// `StorageReadError`, for example a corrupt object that was then deleted unsafely): the
+    /// cache may hold an object the server no longer has, so the reflector relists.
+    pub fn is_store_read_error(&self) -> bool {
+        self.status().is_some_and(|s| s.reason == "StorageReadError")
+    }
+
+    /// Whether the request could not connect because the server refused the connection (it
+    /// is not listening: down or restarting).
+    pub fn is_connection_refused(&self) -> bool {
+        let source: &(dyn std::error::Error + 'static) = match self {
+            Error::List(e) | Error::WatchOpen(e) | Error::WatchStream(e) => e,
+            _ => return false,
+        };
+        let mut next = Some(source);
+        while let Some(e) = next {
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            {
+                return true;
+            }
+            next = e.source();
+        }
+        false
     }
 
     /// Whether this is 429 TooManyRequests.

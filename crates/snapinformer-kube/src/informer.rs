@@ -18,7 +18,7 @@ use snapinformer_store::{IndexFn, StoreBuilder};
 
 use crate::{
     ListWatch, Reflector, ReflectorConfig, ReflectorHandle, ReflectorStatus, Result, StatusHandle,
-    Transform, access,
+    Transform, WatchErrorHandler, access,
 };
 
 /// Name of the pods' index by `spec.nodeName` (a key index).
@@ -38,6 +38,7 @@ pub struct KubeInformerBuilder<K: Resource + Send + Sync + 'static, L = Api<K>> 
     configure: Vec<Configure<K>>,
     config: ReflectorConfig,
     transform: Option<Transform<K>>,
+    watch_error_handler: Option<WatchErrorHandler>,
 }
 
 impl<K: Resource + Send + Sync + 'static, L> fmt::Debug for KubeInformerBuilder<K, L> {
@@ -46,6 +47,7 @@ impl<K: Resource + Send + Sync + 'static, L> fmt::Debug for KubeInformerBuilder<
             .field("name", &self.name)
             .field("config", &self.config)
             .field("transform", &self.transform.is_some())
+            .field("watch_error_handler", &self.watch_error_handler.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -65,6 +67,7 @@ where
             configure: Vec::new(),
             config: ReflectorConfig::default(),
             transform: None,
+            watch_error_handler: None,
         }
     }
 
@@ -115,6 +118,19 @@ where
         self
     }
 
+    /// Calls `handler` with the reflector's name and the error each time the reflector's list
+    /// or watch fails (client-go's `SetWatchErrorHandler`; see
+    /// [`Reflector::with_watch_error_handler`]). Being a builder option, it is set before the
+    /// informer exists, so it can never race with a start.
+    #[doc(alias = "SetWatchErrorHandler")]
+    pub fn watch_error_handler(
+        mut self,
+        handler: impl Fn(&str, &crate::Error) + Send + Sync + 'static,
+    ) -> Self {
+        self.watch_error_handler = Some(Arc::new(handler));
+        self
+    }
+
     /// The informer's name.
     pub fn informer_name(&self) -> &str {
         &self.name
@@ -134,7 +150,8 @@ where
             config.name.clone_from(&self.name);
         }
         let reflector = Reflector::new(self.lw, informer.queue().clone(), config)
-            .with_shared_transform(self.transform);
+            .with_shared_transform(self.transform)
+            .with_shared_watch_error_handler(self.watch_error_handler);
         Ok((informer, reflector))
     }
 
@@ -153,8 +170,9 @@ where
 
 /// What the reflector has received and what readers see, side by side.
 ///
-/// client-go exposes only the reflector's version, so a store that falls behind its queue is
-/// invisible there; here both are exported.
+/// client-go reports the reflector's version (`LastSyncResourceVersion`) and, since 1.35, the
+/// store's (`LastStoreSyncResourceVersion`) as two separate calls; here both come together with
+/// the distance between them and the queue's backlog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lag {
     /// The newest resource version the reflector received and queued.

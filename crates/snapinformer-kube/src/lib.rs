@@ -38,9 +38,15 @@
 //! - the watch opens from the list's version; every event and bookmark advances the last synced
 //!   version; a bookmark reaches the queue as a version marker, never as an object change;
 //! - a watch that ends normally (timeout, cut connection) is re-opened from the last synced
-//!   version without a relist; a watch answered or ended with 410 relists;
+//!   version without a relist; a watch answered or ended with 410 relists (at once if the
+//!   watch delivered events for at least [`ReflectorConfig::short_watch`], else after a
+//!   backoff, so that a server answering 410 to every watch is not relisted in a loop); a
+//!   watch ended by a `StorageReadError` (the server could not read an object, and may have
+//!   deleted it unsafely) relists after a backoff, so that the unreadable object leaves the
+//!   cache;
 //! - an event that cannot be decoded (invalid JSON) relists from the last synced version, since
-//!   its object is unknown; an object without `metadata.name` cannot be stored and is skipped.
+//!   its object is unknown (at once or after a backoff, as for a 410); an object without
+//!   `metadata.name` cannot be stored and is skipped.
 //!   Both are counted ([`ReflectorStats::malformed`]) and logged; neither panics. The watch
 //!   lines are read by this crate (not by kube's decoder, which drops any line that stops in the
 //!   middle of a JSON value): only the unterminated last bytes of a cut stream are dropped
@@ -58,12 +64,30 @@
 //! server asked for. kube's default client already retries 429/503/504 answers itself,
 //! honouring their `Retry-After` header, before an error reaches the reflector; the reflector
 //! then honours `details.retryAfterSeconds` of the `Status` body (kube does not expose response
-//! headers with errors). Transient watch failures (429, 5xx, transport) re-open the watch from
-//! the last synced version after the backoff; other failures relist. (client-go relists after
-//! a 5xx on a watch unless told to retry internal errors; re-opening is as safe, since a
+//! headers with errors). Transient watch failures (429, 5xx, transport, refused connections)
+//! re-open the watch from the last synced version after the backoff; other failures relist.
+//! (client-go relists after a 5xx on a watch unless told to retry internal errors, which
+//! [`ReflectorConfig::max_internal_error_retry`] reproduces; re-opening is as safe, since a
 //! version that left the history is answered 410 and then relisted, and cheaper.) A streaming
-//! list that is throttled or cannot connect is retried after the backoff; one that fails
-//! otherwise falls back to a list at once.
+//! list that is throttled or meets a refused connection is retried after the backoff; one that
+//! fails otherwise falls back to a list at once (and a server that refuses streaming lists is
+//! not asked again).
+//!
+//! **Reconnection beyond client-go.** A watch that delivered an event resets the backoff
+//! ([`BackoffConfig::healthy_watch`]), so an API server that restarts several times in a row
+//! is met with short waits each time; client-go resets its backoff only every two minutes, so
+//! its waits grow from one restart to the next. A server that accepts requests and then fails
+//! them before delivering anything never resets it. And a refused connection (nothing
+//! listens) is retried at least every 3.2 s ([`BackoffConfig::refused_max`]): it costs the
+//! server nothing, and a restarted server is noticed within seconds. `examples/reconnect.rs`
+//! measures both against the test API server (figures in `BENCHMARKS.md`).
+//!
+//! **Hooks.** [`Reflector::with_watch_error_handler`] (client-go's `SetWatchErrorHandler`)
+//! sees every failure; [`ReflectorConfig::resync_period`] with
+//! [`Reflector::with_should_resync`] makes the reflector resync its queue itself (client-go's
+//! reflector `resyncPeriod` and `ShouldResync`; a [`KubeInformer`] resyncs per handler
+//! instead); a streaming list still waiting for its end bookmark reports it every 10 s
+//! ([`Step::StreamingListStalled`]).
 //!
 //! **Watch timeouts.** Each watch asks the server to end it after a random time between
 //! [`ReflectorConfig::min_watch_timeout`] and twice that, and is abandoned client-side if the
@@ -142,6 +166,7 @@ pub use informer::{
 pub use listwatch::{ListWatch, MAX_WATCH_LINE_BYTES, WatchStream};
 pub use reflector::{
     EventKind, INITIAL_EVENTS_END, NextAction, Phase, Reflector, ReflectorHandle, ReflectorStats,
-    ReflectorStatus, StatusHandle, Step, Transform,
+    ReflectorStatus, STREAMING_LIST_STALL, ShouldResync, StatusHandle, Step, Transform,
+    WatchErrorHandler,
 };
 pub use watcher::{WatcherAdapter, WatcherStats, feed_watcher};

@@ -30,8 +30,26 @@ use crate::{
 #[doc(alias = "TransformFunc")]
 pub type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
+/// Called with the reflector's name and the error each time a list or watch fails (see
+/// [`Reflector::with_watch_error_handler`]).
+pub type WatchErrorHandler = Arc<dyn Fn(&str, &Error) + Send + Sync>;
+
+/// Asked before each of the reflector's own resyncs (see [`Reflector::with_should_resync`]).
+pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// The annotation on the bookmark that ends a streaming list's initial events.
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// A streaming list that receives nothing for this long before its initial-events-end
+/// bookmark is reported ([`Step::StreamingListStalled`]), again every such period (client-go
+/// warns every 10 s as well).
+pub const STREAMING_LIST_STALL: Duration = Duration::from_secs(10);
+
+/// A run of internal errors ends after this long without one (client-go's value).
+const INTERNAL_ERROR_RUN_RESET: Duration = Duration::from_secs(60);
+
+/// client-go's default list page size.
+const DEFAULT_PAGE_SIZE: u32 = 500;
 
 /// Where the state machine is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,6 +152,20 @@ pub enum Step {
         /// How long it was.
         waited: Duration,
     },
+    /// The reflector's own resync period ([`ReflectorConfig::resync_period`]) elapsed.
+    Resync {
+        /// Whether the queue was asked to resync (false: the
+        /// [`should_resync`](Reflector::with_should_resync) callback said no).
+        performed: bool,
+    },
+    /// A streaming list has received nothing for [`STREAMING_LIST_STALL`] (or since its
+    /// previous stall report) and still waits for its initial-events-end bookmark.
+    StreamingListStalled {
+        /// Time since the last event, or since the stream was opened if none came.
+        since: Duration,
+        /// Whether any event came yet.
+        any_event: bool,
+    },
 }
 
 /// Counters of what a reflector did.
@@ -172,6 +204,10 @@ pub struct ReflectorStats {
     pub malformed: u64,
     /// Watches abandoned because the server kept them open past their timeout.
     pub watch_timeouts: u64,
+    /// Resyncs the reflector asked the queue for (its own resync period).
+    pub resyncs: u64,
+    /// Stall reports of streaming lists (see [`Step::StreamingListStalled`]).
+    pub streaming_list_stalls: u64,
     /// Backoff waits.
     pub backoffs: u64,
     /// Total time spent in backoff waits.
@@ -231,6 +267,10 @@ struct Streaming<K> {
     items: BTreeMap<String, Arc<K>>,
     deadline: Instant,
     timeout: Duration,
+    opened_at: Instant,
+    last_event: Option<Instant>,
+    /// When the next stall report is due.
+    stall_at: Instant,
 }
 
 struct Watching<K> {
@@ -289,6 +329,13 @@ pub struct Reflector<K, L = kube::Api<K>> {
     watch_list_supported: bool,
     /// The next list is a plain list even if streaming lists are enabled (fallback).
     list_fallback: bool,
+    /// The current run of internal errors on watches (first, last), for
+    /// `max_internal_error_retry`.
+    internal_errors: Option<(Instant, Instant)>,
+    /// When the reflector's own resync is due (set while watching).
+    next_resync: Option<Instant>,
+    watch_error_handler: Option<WatchErrorHandler>,
+    should_resync: Option<ShouldResync>,
     status: StatusHandle,
 }
 
@@ -322,8 +369,51 @@ where
             paginated_result: false,
             watch_list_supported: true,
             list_fallback: false,
+            internal_errors: None,
+            next_resync: None,
+            watch_error_handler: None,
+            should_resync: None,
             status: StatusHandle::default(),
         }
+    }
+
+    /// Calls `handler` with the reflector's name and the error each time a list or watch
+    /// fails and the reflector backs off, re-watches or relists (client-go's
+    /// `SetWatchErrorHandler`), in addition to the reflector's own log line. It runs on the
+    /// reflector's task: keep it short.
+    ///
+    /// client-go calls its handler only when `ListAndWatch` returns an error (a failed list, a
+    /// watch that could not be opened); this one also sees the failures client-go handles
+    /// inside its watch loop (ERROR events such as 410, throttling), so it sees every failure.
+    #[doc(alias = "SetWatchErrorHandler")]
+    #[must_use]
+    pub fn with_watch_error_handler(
+        mut self,
+        handler: impl Fn(&str, &Error) + Send + Sync + 'static,
+    ) -> Self {
+        self.watch_error_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Same as [`with_watch_error_handler`](Reflector::with_watch_error_handler), with a
+    /// shared function.
+    #[must_use]
+    pub fn with_shared_watch_error_handler(mut self, handler: Option<WatchErrorHandler>) -> Self {
+        self.watch_error_handler = handler;
+        self
+    }
+
+    /// Asks `should_resync` each time the reflector's own resync period
+    /// ([`ReflectorConfig::resync_period`]) elapses; the queue is resynced only if it says yes
+    /// (client-go's `Reflector.ShouldResync`). Without it, every period resyncs.
+    #[doc(alias = "ShouldResync")]
+    #[must_use]
+    pub fn with_should_resync(
+        mut self,
+        should_resync: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.should_resync = Some(Arc::new(should_resync));
+        self
     }
 
     /// Applies `transform` to every object before it is queued.
@@ -382,8 +472,41 @@ where
     /// request, stream or wait in progress: the next step starts over with a relist from the
     /// last synced version. That is always correct, only dearer than letting the step finish.
     pub async fn step(&mut self) -> Result<Step> {
+        let step = if self.resync_due() { self.resync() } else { self.transition().await };
+        let mut status = self.status.lock();
+        status.phase = self.state.phase();
+        status.last_sync_resource_version.clone_from(&self.last_sync);
+        drop(status);
+        step
+    }
+
+    /// Whether the reflector's own resync is due and may run now (between watches, or
+    /// before waiting to re-open one).
+    fn resync_due(&self) -> bool {
+        self.next_resync.is_some_and(|at| at <= Instant::now())
+            && matches!(
+                self.state,
+                State::Watch | State::Watching(_) | State::Backoff { next: Next::Watch, .. }
+            )
+    }
+
+    /// The reflector's own resync: asks the queue to resync unless `should_resync` says no.
+    fn resync(&mut self) -> Result<Step> {
+        if let Some(period) = self.config.resync_period {
+            self.next_resync = Some(Instant::now() + period);
+        }
+        let performed = self.should_resync.as_ref().is_none_or(|f| f());
+        if performed {
+            tracing::debug!(reflector = %self.config.name, "forcing resync");
+            self.queue.resync().map_err(queue_error)?;
+            self.count(|s| s.resyncs += 1);
+        }
+        Ok(Step::Resync { performed })
+    }
+
+    async fn transition(&mut self) -> Result<Step> {
         let state = std::mem::replace(&mut self.state, State::List);
-        let step = match state {
+        match state {
             State::List => self.start_list().await,
             State::Paging(p) => self.list_page(p).await,
             State::StreamingList(s) => self.streaming_step(s).await,
@@ -397,12 +520,7 @@ where
                 };
                 Ok(Step::Waited { waited })
             }
-        };
-        let mut status = self.status.lock();
-        status.phase = self.state.phase();
-        status.last_sync_resource_version.clone_from(&self.last_sync);
-        drop(status);
-        step
+        }
     }
 
     /// Steps until the queue closes (client-go's `ListAndWatch` loop, run forever).
@@ -426,8 +544,10 @@ where
         let (stop_tx, mut stop_rx) = watch::channel(false);
         let task = tokio::spawn(async move {
             tokio::select! {
-                () = self.run() => {}
+                // A stop requested before the task first runs wins: no request is made.
+                biased;
                 _ = stop_rx.wait_for(|stop| *stop) => {}
+                () = self.run() => {}
             }
         });
         ReflectorHandle { status, stop: stop_tx, task: Mutex::new(Some(task)) }
@@ -457,7 +577,11 @@ where
             }
         });
         let retry_in = if backoff && next != NextAction::Continue {
-            self.backoff.next_delay(error.retry_after())
+            if error.is_connection_refused() {
+                self.backoff.next_refused_delay()
+            } else {
+                self.backoff.next_delay(error.retry_after())
+            }
         } else {
             Duration::ZERO
         };
@@ -466,6 +590,11 @@ where
             tracing::info!(reflector = %name, %error, ?next, "resource version expired");
         } else {
             tracing::warn!(reflector = %name, %error, ?next, ?retry_in, "reflector failure");
+        }
+        if next != NextAction::Continue
+            && let Some(handler) = &self.watch_error_handler
+        {
+            handler(name, &error);
         }
         let next_state = match next {
             NextAction::Relist => Some(Next::List),
@@ -524,14 +653,17 @@ where
     }
 
     async fn start_list(&mut self) -> Result<Step> {
+        // As in client-go, the reflector's own resyncs run only while it watches.
+        self.next_resync = None;
         if self.config.watch_list && self.watch_list_supported && !self.list_fallback {
             return self.open_streaming_list().await;
         }
         self.list_fallback = false;
         let rv = self.relist_resource_version().to_owned();
         let limit = match self.config.page_size {
-            Some(n) if rv.is_empty() || rv == "0" || self.paginated_result => Some(n),
-            _ => None,
+            Some(n) => Some(n),
+            None if rv.is_empty() || rv == "0" || self.paginated_result => Some(DEFAULT_PAGE_SIZE),
+            None => None,
         };
         self.list_page(Paging { rv, limit, continue_token: None, items: Vec::new() }).await
     }
@@ -621,6 +753,7 @@ where
             }
         });
         self.status.lock().listed = true;
+        self.next_resync = self.config.resync_period.map(|p| Instant::now() + p);
         if !streaming {
             self.state = State::Watch;
         }
@@ -640,24 +773,31 @@ where
             Ok(stream) => {
                 self.count(|s| s.watches += 1);
                 let timeout = Duration::from_secs(timeout.into());
-                let deadline = Instant::now() + timeout + self.config.watch_grace;
+                let now = Instant::now();
+                let deadline = now + timeout + self.config.watch_grace;
                 self.state = State::StreamingList(Streaming {
                     stream,
                     items: BTreeMap::new(),
                     deadline,
                     timeout,
+                    opened_at: now,
+                    last_event: None,
+                    stall_at: now + STREAMING_LIST_STALL,
                 });
                 Ok(Step::StreamingListOpened { resource_version: rv })
             }
             Err(e) => {
                 let error = Error::WatchOpen(e);
-                if error.is_expired() && !self.rv_unavailable {
+                if (error.is_expired() || error.is_too_large_resource_version())
+                    && !self.rv_unavailable
+                {
+                    // The version is unusable: a consistent streaming list, at once.
                     self.rv_unavailable = true;
                     return Ok(self.fail(error, NextAction::Relist, false));
                 }
-                if error.is_throttled() || error.code().is_none() {
-                    // Throttled or unreachable: try the streaming list again after a backoff
-                    // (as client-go's watch-list does), rather than load the server with a list.
+                if error.is_throttled() || error.is_connection_refused() {
+                    // Throttled or down: try the streaming list again after a backoff (as
+                    // client-go's watch-list does), rather than load the server with a list.
                     return Ok(self.fail(error, NextAction::Relist, true));
                 }
                 if matches!(error.code(), Some(400 | 403 | 404 | 405 | 415 | 422 | 501)) {
@@ -679,12 +819,26 @@ where
     }
 
     async fn streaming_step(&mut self, mut s: Streaming<K>) -> Result<Step> {
-        let item = match timeout_at(s.deadline, s.stream.next()).await {
+        let item = match timeout_at(s.deadline.min(s.stall_at), s.stream.next()).await {
             Ok(item) => item,
+            Err(_) if Instant::now() < s.deadline => {
+                // No event for a while and still no end bookmark: say so, keep waiting.
+                let now = Instant::now();
+                let since = now - s.last_event.unwrap_or(s.opened_at);
+                let any_event = s.last_event.is_some();
+                s.stall_at = now + STREAMING_LIST_STALL;
+                self.count(|st| st.streaming_list_stalls += 1);
+                tracing::warn!(reflector = %self.config.name, ?since, any_event, "streaming list: still waiting for the bookmark that ends the initial events");
+                self.state = State::StreamingList(s);
+                return Ok(Step::StreamingListStalled { since, any_event });
+            }
             Err(_) => {
                 return Ok(self.streaming_fallback(Error::WatchTimeout(s.timeout)));
             }
         };
+        let now = Instant::now();
+        s.last_event = Some(now);
+        s.stall_at = now + STREAMING_LIST_STALL;
         match item {
             None => Ok(self.streaming_fallback(Error::WatchListIncomplete)),
             Some(Err(e)) => {
@@ -699,7 +853,9 @@ where
             }
             Some(Ok(WatchEvent::Error(status))) => {
                 let error = Error::WatchErrorEvent(status);
-                if error.is_expired() && !self.rv_unavailable {
+                if (error.is_expired() || error.is_too_large_resource_version())
+                    && !self.rv_unavailable
+                {
                     self.rv_unavailable = true;
                     return Ok(self.fail(error, NextAction::Relist, false));
                 }
@@ -778,18 +934,46 @@ where
                 });
                 Ok(Step::WatchOpened { resource_version: rv })
             }
-            Err(e) => Ok(self.watch_failed(Error::WatchOpen(e))),
+            Err(e) => Ok(self.watch_failed(Error::WatchOpen(e), false)),
         }
     }
 
-    /// What a failed watch (refused when opened, or ended by an ERROR event) leads to: an
-    /// expired version relists at once from the last synced version (client-go does not mark it
-    /// unavailable here: the list at it may well succeed); a transient failure (no status, 429,
-    /// 5xx) re-opens the watch from the same version after a backoff; anything else relists
-    /// after a backoff.
-    fn watch_failed(&mut self, error: Error) -> Step {
+    /// What a failed watch (refused when opened, or ended by an ERROR event) leads to;
+    /// `productive` says whether the watch delivered an event and stayed open at least
+    /// [`ReflectorConfig::short_watch`] (see [`Reflector::productive`]):
+    /// - an expired version relists from the last synced version (client-go does not mark it
+    ///   unavailable here: the list at it may well succeed): at once after a productive watch,
+    ///   else after a backoff, so that a server answering 410 to every watch is not relisted in
+    ///   a tight loop (client-go backs off before every relist);
+    /// - a storage read error relists after a backoff: the server could not read an object
+    ///   (and may have deleted it), so the cache may hold an object the server no longer has;
+    /// - an internal error, when [`ReflectorConfig::max_internal_error_retry`] is set, re-opens
+    ///   the watch at once while the current run of them is young enough, else relists after a
+    ///   backoff (client-go's rule);
+    /// - any other transient failure (no status, 429, 5xx) re-opens the watch from the same
+    ///   version after a backoff;
+    /// - anything else relists after a backoff.
+    fn watch_failed(&mut self, error: Error, productive: bool) -> Step {
         if error.is_expired() {
-            return self.fail(error, NextAction::Relist, false);
+            return self.fail(error, NextAction::Relist, !productive);
+        }
+        if error.is_store_read_error() {
+            return self.fail(error, NextAction::Relist, true);
+        }
+        if error.is_internal_error()
+            && let Some(max) = self.config.max_internal_error_retry
+        {
+            let now = Instant::now();
+            let first = match self.internal_errors {
+                Some((first, last)) if now - last < INTERNAL_ERROR_RUN_RESET => first,
+                _ => now,
+            };
+            self.internal_errors = Some((first, now));
+            if !max.is_zero() && now - first <= max {
+                return self.fail(error, NextAction::Rewatch, false);
+            }
+            self.internal_errors = None;
+            return self.fail(error, NextAction::Relist, true);
         }
         let next = match error.code() {
             None | Some(429 | 500..=599) => NextAction::Rewatch,
@@ -798,14 +982,53 @@ where
         self.fail(error, next, true)
     }
 
+    /// Whether a watch delivered an event and stayed open at least `short_watch`: a failure
+    /// that ends it and asks for a relist (410, an undecodable event) may then relist at once.
+    fn productive(&self, w: &Watching<K>) -> bool {
+        w.events > 0 && w.opened_at.elapsed() >= self.config.short_watch
+    }
+
+    /// A watch that delivered events and stayed open long enough proved the server healthy:
+    /// the next failure starts the backoff from its first wait (see [`BackoffConfig`]).
+    ///
+    /// [`BackoffConfig`]: crate::BackoffConfig
+    fn watch_ending(&mut self, w: &Watching<K>) {
+        if let Some(healthy) = self.config.backoff.healthy_watch
+            && w.events > 0
+            && w.opened_at.elapsed() >= healthy
+        {
+            self.backoff.reset();
+        }
+    }
+
     async fn watch_step(&mut self, mut w: Watching<K>) -> Result<Step> {
-        let item = match timeout_at(w.deadline, w.stream.next()).await {
+        let wake = match self.next_resync {
+            Some(at) => w.deadline.min(at),
+            None => w.deadline,
+        };
+        let item = match timeout_at(wake, w.stream.next()).await {
             Ok(item) => item,
+            Err(_) if Instant::now() < w.deadline => {
+                // The reflector's own resync is due: the watch stays open.
+                self.state = State::Watching(w);
+                return self.resync();
+            }
             Err(_) => {
+                self.watch_ending(&w);
                 return Ok(self.fail(Error::WatchTimeout(w.timeout), NextAction::Rewatch, false));
             }
         };
         let short = w.events == 0 && w.opened_at.elapsed() < self.config.short_watch;
+        let productive = self.productive(&w);
+        if !matches!(
+            item,
+            Some(Ok(WatchEvent::Added(_)
+                | WatchEvent::Modified(_)
+                | WatchEvent::Deleted(_)
+                | WatchEvent::Bookmark(_)))
+        ) {
+            self.watch_ending(&w);
+        }
         match item {
             None => {
                 if short {
@@ -821,8 +1044,9 @@ where
             }
             Some(Err(kube::Error::SerdeError(e))) => {
                 // The event could not be read, so its object is unknown: relist from the last
-                // synced version rather than risk a silently wrong cache.
-                Ok(self.fail(Error::Malformed(e.to_string()), NextAction::Relist, false))
+                // synced version rather than risk a silently wrong cache (at once after a
+                // productive watch, else after a backoff, as for a 410).
+                Ok(self.fail(Error::Malformed(e.to_string()), NextAction::Relist, !productive))
             }
             Some(Err(kube::Error::LinesCodecMaxLineLengthExceeded)) => {
                 // Same as above, but the server may well send that line again: back off first.
@@ -831,7 +1055,7 @@ where
             }
             Some(Err(e)) => Ok(self.fail(Error::WatchStream(e), NextAction::Rewatch, short)),
             Some(Ok(WatchEvent::Error(status))) => {
-                Ok(self.watch_failed(Error::WatchErrorEvent(status)))
+                Ok(self.watch_failed(Error::WatchErrorEvent(status), productive))
             }
             Some(Ok(WatchEvent::Bookmark(b))) => {
                 let rv = b.metadata.resource_version;

@@ -117,6 +117,8 @@ async fn watch_410_relists_from_the_last_synced_version_and_turns_vanished_objec
     for _ in 0..3 {
         step(&mut r).await;
     }
+    // The watch delivered an event and stayed open a second: the relist comes at once.
+    tokio::time::advance(Duration::from_secs(1)).await;
     match step(&mut r).await {
         Step::Failed { error, next: NextAction::Relist, retry_in } => {
             assert!(error.is_expired(), "{error}");
@@ -160,6 +162,8 @@ async fn list_410_or_too_large_version_is_retried_at_once_as_a_consistent_list()
     for _ in 0..3 {
         step(&mut r).await;
     }
+    // A 410 on a watch that delivered nothing relists after a backoff.
+    assert!(matches!(step(&mut r).await, Step::Waited { .. }));
     let failed = step(&mut r).await;
     assert!(
         matches!(failed, Step::Failed { next: NextAction::Relist, retry_in: Duration::ZERO, .. }),
@@ -170,18 +174,19 @@ async fn list_410_or_too_large_version_is_retried_at_once_as_a_consistent_list()
     assert!(matches!(step(&mut r).await, Step::Listed { .. }));
     assert_eq!(lw.last_call(), list_call(None, Some(500), None), "unset version, paged");
     assert_eq!(r.relist_resource_version(), "12");
-    for _ in 0..2 {
+    for _ in 0..3 {
         step(&mut r).await;
     }
     let failed = step(&mut r).await;
     assert!(
-        matches!(&failed, Step::Failed { error, .. } if error.is_too_large_resource_version()),
+        matches!(&failed, Step::Failed { error, retry_in: Duration::ZERO, .. } if error.is_too_large_resource_version()),
         "{failed:?}"
     );
     assert!(matches!(step(&mut r).await, Step::Listed { .. }));
     assert_eq!(lw.last_call(), list_call(None, Some(500), None));
     let stats = r.status().stats;
-    assert_eq!((stats.expired, stats.too_large, stats.backoffs), (3, 1, 0));
+    // Only the two unproductive watches answered 410 backed off; the lists were retried at once.
+    assert_eq!((stats.expired, stats.too_large, stats.backoffs), (3, 1, 2));
 }
 
 #[tokio::test(start_paused = true)]
@@ -219,12 +224,12 @@ async fn relists_keep_paging_once_a_list_at_version_zero_came_back_paginated() {
             End::Hang,
         ))
         .list(Ok(list(vec![pod("a", 2)], 8, None)));
-    let mut r = reflector(&lw, &inf, config().page_size(Some(1)));
-    for _ in 0..4 {
+    let mut r = reflector(&lw, &inf, config());
+    for _ in 0..5 {
         step(&mut r).await;
     }
     assert!(matches!(step(&mut r).await, Step::Listed { objects: 1, .. }));
-    assert_eq!(lw.last_call(), list_call(Some("5"), Some(1), None));
+    assert_eq!(lw.last_call(), list_call(Some("5"), Some(500), None));
 }
 
 #[tokio::test(start_paused = true)]
@@ -341,8 +346,11 @@ async fn undecodable_watch_event_is_counted_and_answered_with_a_relist() {
     for _ in 0..3 {
         step(&mut r).await;
     }
+    tokio::time::advance(Duration::from_secs(1)).await;
     match step(&mut r).await {
-        Step::Failed { error: Error::Malformed(_), next: NextAction::Relist, .. } => {}
+        Step::Failed { error: Error::Malformed(_), next: NextAction::Relist, retry_in } => {
+            assert_eq!(retry_in, Duration::ZERO, "after a productive watch: at once");
+        }
         other => panic!("{other:?}"),
     }
     assert!(matches!(step(&mut r).await, Step::Listed { objects: 3, .. }));
@@ -434,8 +442,9 @@ async fn refused_streaming_list_falls_back_to_a_list_and_is_not_asked_again() {
     let mut r = reflector(&lw, &inf, config().watch_list(true));
     assert!(matches!(step(&mut r).await, Step::Failed { next: NextAction::Relist, .. }));
     assert!(matches!(step(&mut r).await, Step::Listed { streaming: false, .. }));
-    step(&mut r).await;
-    step(&mut r).await;
+    step(&mut r).await; // the watch
+    step(&mut r).await; // its 410
+    step(&mut r).await; // the backoff (the watch delivered nothing)
     assert!(matches!(step(&mut r).await, Step::Listed { streaming: false, .. }));
     assert_eq!(r.status().stats.watch_list_fallbacks, 1);
 }
@@ -570,4 +579,168 @@ async fn throttled_streaming_list_is_retried_after_the_backoff_not_replaced_by_a
     assert!(matches!(step(&mut r).await, Step::Listed { objects: 0, streaming: true, .. }));
     assert!(lw.calls().iter().all(|c| matches!(c, Call::Watch { initial_events: true, .. })));
     assert_eq!(r.status().stats.watch_list_fallbacks, 0);
+}
+
+/// What a refused TCP connection looks like to the reflector.
+fn refused() -> kube::Error {
+    kube::Error::Service(Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)))
+}
+
+/// Steps until the next backoff wait is announced; returns it.
+async fn next_wait(r: &mut Reflector<Pod, FakeLw>) -> Duration {
+    for _ in 0..10 {
+        if let Step::Failed { retry_in, .. } = step(r).await
+            && !retry_in.is_zero()
+        {
+            return retry_in;
+        }
+    }
+    panic!("no backoff within 10 steps");
+}
+
+/// Three refused watches, then a watch that delivers an event and stays open for two to three
+/// seconds before it is abandoned at its deadline, then refused watches again: the waits.
+async fn waits_around_a_healthy_watch(healthy: Option<Duration>) -> Vec<u128> {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.list(Ok(list(vec![], 1, None)));
+    for _ in 0..3 {
+        lw.watch(WatchScript::Fail(refused()));
+    }
+    lw.watch(WatchScript::Events(vec![Ok(WatchEvent::Added(pod("a", 2)))], End::Hang));
+    for _ in 0..2 {
+        lw.watch(WatchScript::Fail(refused()));
+    }
+    let cfg = config()
+        .min_watch_timeout(Duration::from_secs(1))
+        .watch_grace(Duration::from_secs(1))
+        .backoff(
+            BackoffConfig::new()
+                .initial(Duration::from_millis(100))
+                .jitter(0.0)
+                .healthy_watch(healthy),
+        );
+    let mut r = reflector(&lw, &inf, cfg);
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    // The healthy watch: opened, one event, then abandoned at its deadline (2 to 3 s later).
+    assert!(matches!(step(&mut r).await, Step::Waited { .. }));
+    assert!(matches!(step(&mut r).await, Step::WatchOpened { .. }));
+    assert!(matches!(step(&mut r).await, Step::Event { .. }));
+    assert!(matches!(step(&mut r).await, Step::Failed { error: Error::WatchTimeout(_), .. }));
+    for _ in 0..2 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    waits
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_delivered_events_resets_the_backoff() {
+    let waits = waits_around_a_healthy_watch(BackoffConfig::default().healthy_watch).await;
+    assert_eq!(waits, [100, 200, 400, 100, 200]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_shorter_than_the_healthy_watch_setting_does_not_reset_the_backoff() {
+    let waits = waits_around_a_healthy_watch(Some(Duration::from_secs(10))).await;
+    assert_eq!(waits, [100, 200, 400, 800, 1600]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_healthy_watch_rule_the_backoff_keeps_growing_as_in_client_go() {
+    let waits = waits_around_a_healthy_watch(None).await;
+    assert_eq!(waits, [100, 200, 400, 800, 1600]);
+}
+
+/// Waits before each re-watch when every watch is accepted and then fails with `events`.
+async fn waits_of_failing_watches(
+    events: impl Fn(u64) -> Vec<Result<WatchEvent<Pod>, kube::Error>>,
+) -> Vec<u128> {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.list(Ok(list(vec![], 1, None)));
+    for i in 0..4 {
+        lw.watch(WatchScript::Events(events(i), End::Hang));
+    }
+    let mut r = reflector(&lw, &inf, config());
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    // A successful list before does not reset it either.
+    assert_eq!(r.status().stats.lists, 1);
+    waits
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_accepts_watches_and_fails_them_before_any_event_meets_a_growing_backoff() {
+    let waits = waits_of_failing_watches(|_| {
+        vec![Ok(WatchEvent::Error(status(503, "ServiceUnavailable", "going away")))]
+    })
+    .await;
+    assert_eq!(waits, [100, 200, 400, 800]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_fails_each_watch_after_one_event_is_retried_at_the_first_wait_never_sooner()
+{
+    let waits = waits_of_failing_watches(|i| {
+        vec![
+            Ok(WatchEvent::Added(pod(&format!("p{i}"), 2 + i))),
+            Ok(WatchEvent::Error(status(503, "ServiceUnavailable", "going away"))),
+        ]
+    })
+    .await;
+    assert_eq!(waits, [100, 100, 100, 100]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_answering_410_to_every_watch_is_relisted_with_a_growing_backoff() {
+    let (lw, inf) = (FakeLw::new(), informer());
+    for i in 0..4 {
+        lw.list(Ok(list(vec![pod("a", 3)], 3 + i, None)))
+            .watch(WatchScript::Fail(api_error(410, "Expired")));
+    }
+    let mut r = reflector(&lw, &inf, config());
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        match step_until_failed(&mut r).await {
+            Step::Failed { next: NextAction::Relist, retry_in, .. } => {
+                waits.push(retry_in.as_millis())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(waits, [100, 200, 400, 800], "no tight list/watch loop");
+}
+
+async fn step_until_failed(r: &mut Reflector<Pod, FakeLw>) -> Step {
+    for _ in 0..10 {
+        let s = step(r).await;
+        if matches!(s, Step::Failed { .. }) {
+            return s;
+        }
+    }
+    panic!("no failure within 10 steps");
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_connections_are_retried_at_the_refused_cap_and_a_later_failure_waits_longer() {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.list(Ok(list(vec![], 1, None)));
+    for _ in 0..5 {
+        lw.watch(WatchScript::Fail(refused()));
+    }
+    lw.watch(WatchScript::Fail(api_error(500, "InternalError")));
+    let backoff = BackoffConfig::new()
+        .initial(Duration::from_millis(100))
+        .jitter(0.0)
+        .refused_max(Some(Duration::from_millis(300)));
+    let mut r = reflector(&lw, &inf, config().backoff(backoff));
+    let mut waits = Vec::new();
+    for _ in 0..6 {
+        waits.push(next_wait(&mut r).await.as_millis());
+    }
+    // The server answers again, with a failure: the waits go on from where they grew to.
+    assert_eq!(waits, [100, 200, 300, 300, 300, 3200]);
 }
