@@ -46,6 +46,15 @@ pub trait ListWatch<K: Clone>: Send + Sync + 'static {
         params: &WatchParams,
         resource_version: &str,
     ) -> BoxFuture<'_, Result<WatchStream<K>, kube::Error>>;
+
+    /// The server's Kubernetes minor version (`1.<minor>`), if it can tell. The reflector asks
+    /// once, before its first streaming list: a server older than 1.27 ignores
+    /// `sendInitialEvents` and would never end the stream's initial events, so it gets plain
+    /// lists. `None` (the default, and any failure) means unknown: streaming lists are tried, and
+    /// a server that refuses them falls back to lists.
+    fn server_minor_version(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(async { None })
+    }
 }
 
 impl<K> ListWatch<K> for Api<K>
@@ -76,6 +85,13 @@ where
         let params = params.clone();
         let rv = resource_version.to_owned();
         Box::pin(async move { watch_bounded(self, &params, &rv, MAX_WATCH_LINE_BYTES).await })
+    }
+
+    fn server_minor_version(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(async move {
+            let info = self.clone().into_client().apiserver_version().await.ok()?;
+            parse_minor(&info.minor)
+        })
     }
 }
 
@@ -346,5 +362,24 @@ mod tests {
         assert!(items[0].as_ref().is_err_and(|e| e.contains("gone")), "{items:?}");
         assert!(items[1].as_ref().is_err_and(|e| e.contains("expected")), "{items:?}");
         assert_eq!(items[2], Ok("a".into()));
+    }
+}
+
+/// The numeric part of a `/version` `minor` field (`"37"`, or `"37+"` from some distributions).
+fn parse_minor(minor: &str) -> Option<u32> {
+    let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::parse_minor;
+
+    #[test]
+    fn minor_versions_parse_with_and_without_a_distribution_suffix() {
+        assert_eq!(parse_minor("37"), Some(37));
+        assert_eq!(parse_minor("26+"), Some(26));
+        assert_eq!(parse_minor(""), None);
+        assert_eq!(parse_minor("x"), None);
     }
 }

@@ -327,6 +327,8 @@ pub struct Reflector<K, L = kube::Api<K>> {
     paginated_result: bool,
     /// The server refused a streaming list: never ask again.
     watch_list_supported: bool,
+    /// Whether the server's version was asked for (once, before the first streaming list).
+    version_checked: bool,
     /// The next list is a plain list even if streaming lists are enabled (fallback).
     list_fallback: bool,
     /// The current run of internal errors on watches (first, last), for
@@ -368,6 +370,7 @@ where
             rv_unavailable: false,
             paginated_result: false,
             watch_list_supported: true,
+            version_checked: false,
             list_fallback: false,
             internal_errors: None,
             next_resync: None,
@@ -655,6 +658,15 @@ where
     async fn start_list(&mut self) -> Result<Step> {
         // As in client-go, the reflector's own resyncs run only while it watches.
         self.next_resync = None;
+        if self.config.watch_list && self.watch_list_supported && !self.version_checked {
+            self.version_checked = true;
+            if let Some(minor) = self.lw.server_minor_version().await
+                && minor < 27
+            {
+                tracing::info!(reflector = %self.config.name, minor, "the server predates streaming lists (1.27): using lists");
+                self.watch_list_supported = false;
+            }
+        }
         if self.config.watch_list && self.watch_list_supported && !self.list_fallback {
             return self.open_streaming_list().await;
         }
