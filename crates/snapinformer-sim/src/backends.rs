@@ -209,7 +209,7 @@ impl KnownPods {
     }
 }
 
-impl snapinformer::KnownObjects<Pod> for KnownPods {
+impl snapinformer_core::KnownObjects<Pod> for KnownPods {
     fn get(&self, key: &str) -> Option<Arc<Pod>> {
         self.0.lock().expect("known pods lock").get(key)
     }

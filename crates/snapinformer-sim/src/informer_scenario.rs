@@ -19,7 +19,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use prometheus_client::registry::Registry;
-use snapinformer::{Informer, InformerBuilder, Notification, QueueKind};
+use snapinformer_core::{Informer, InformerBuilder, Notification, QueueKind};
 use snapinformer_store::StoreBuilder;
 
 use crate::{
@@ -154,7 +154,7 @@ pub fn run(p: &InformerParams, progress: &dyn Fn(&str)) -> Result<InformerReport
         axum::routing::get(move || {
             let registry = registry.clone();
             async move {
-                match snapinformer::metrics::encode_text(&registry) {
+                match snapinformer_core::metrics::encode_text(&registry) {
                     Ok(text) => (
                         axum::http::StatusCode::OK,
                         [(

@@ -295,7 +295,7 @@ fn realistic_pod(shape: &Shape, i: usize, rv: u64, node: usize) -> Pod {
 }
 
 /// Metadata accessors for any `kube::Resource`: the reflector crate's.
-pub use snapinformer_reflector::access;
+pub use snapinformer_kube::access;
 
 /// A pod's node name, for the node index.
 pub fn pod_node(p: &Pod) -> Option<&str> {

@@ -8,7 +8,7 @@
 //! - the test API server (`snapinformer-apiserver`) on loopback with its simulated kubelet
 //!   (bound pods become Running 100 ms after they are created), holding `pods` pods of
 //!   StatefulSets of up to 1000 replicas spread over nodes;
-//! - a pod informer ([`snapinformer_reflector::pods`]: node and owner-UID indexes) listing and
+//! - a pod informer ([`snapinformer_kube::pods`]: node and owner-UID indexes) listing and
 //!   watching over HTTP, with one handler that checks every notification as it arrives;
 //! - a churn driver: four workers, each owning a quarter of the pod names, at `rate` writes per
 //!   second in total: pod status updates (35 %), label updates (35 %) and deletes (30 %); a
@@ -25,7 +25,7 @@
 //!
 //! Churn and faults stop; the run waits until the server's resourceVersion stays still (the
 //! kubelet is done), then until the informer has published that version
-//! ([`snapinformer::Informer::wait_for`]) and the handler's buffer is empty. Then:
+//! ([`snapinformer_core::Informer::wait_for`]) and the handler's buffer is empty. Then:
 //!
 //! 1. **cache = server**: the informer's snapshot holds exactly the server's pods, each with the
 //!    server's UID and resourceVersion (the server read with one list, faults off).
@@ -78,9 +78,9 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde::{Deserialize, Serialize};
-use snapinformer::{DeltaObject, Notification};
 use snapinformer_apiserver::{Config, KubeletConfig, ServerHandle, TestApiServer, generate};
-use snapinformer_reflector::{BackoffConfig, KubeInformer, ReflectorConfig};
+use snapinformer_core::{DeltaObject, Notification};
+use snapinformer_kube::{BackoffConfig, KubeInformer, ReflectorConfig};
 
 use crate::store_scenario::HeapMeter;
 
@@ -550,7 +550,7 @@ async fn server_quiet(server: &ServerHandle, quiet: Duration) -> u64 {
 /// Waits until the informer has published `rv` and the handler has handled everything.
 async fn caught_up(
     informer: &KubeInformer<Pod>,
-    registration: &snapinformer::HandlerRegistration,
+    registration: &snapinformer_core::HandlerRegistration,
     rv: u64,
 ) -> Result<(), String> {
     informer
@@ -594,7 +594,7 @@ async fn settled_heap(heap: &dyn HeapMeter) -> u64 {
 async fn measure_heap(
     server: &ServerHandle,
     informer: &KubeInformer<Pod>,
-    registration: &snapinformer::HandlerRegistration,
+    registration: &snapinformer_core::HandlerRegistration,
     heap: &dyn HeapMeter,
 ) -> Result<u64, String> {
     let lists = informer.reflector_status().stats.lists;
@@ -710,7 +710,7 @@ async fn run_async(
     let client = server.client().map_err(|e| e.to_string())?;
 
     phase("starting the informer");
-    let informer = snapinformer_reflector::pods(Api::all(client.clone()))
+    let informer = snapinformer_kube::pods(Api::all(client.clone()))
         .reflector(
             ReflectorConfig::new().backoff(
                 BackoffConfig::new()

@@ -6,7 +6,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer::{DeltaFifo, Queue};
+use snapinformer_core::{DeltaFifo, Queue};
 use snapinformer_sim::{
     backends::{BackendKind, SimChange},
     pods::{self, PodProfile},

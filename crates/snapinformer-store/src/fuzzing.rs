@@ -163,7 +163,8 @@ impl IndexKind {
     fn model_values(self, o: &FObj) -> Vec<String> {
         let non_empty = |s: Option<&String>| s.filter(|s| !s.is_empty()).cloned();
         match self {
-            IndexKind::Namespace => non_empty(o.ns.as_ref()).into_iter().collect(),
+            // client-go's `MetaNamespaceIndexFunc`: cluster-scoped objects are under "".
+            IndexKind::Namespace => vec![o.ns.clone().unwrap_or_default()],
             IndexKind::Node => non_empty(Some(&o.node)).into_iter().collect(),
             IndexKind::Owner => o.owners.clone(),
             IndexKind::App => o.labels.get("app").cloned().into_iter().collect(),
@@ -283,7 +284,8 @@ impl Model {
 }
 
 /// How the resource version of the next publication is decided, as documented: the version of
-/// the last object written (if it has one), or the last one set explicitly, whichever came last.
+/// the last object written or deleted with its final state (if it has one), or the last one set
+/// explicitly, whichever came last.
 #[derive(Debug, Clone)]
 enum PendingRv {
     Object(Option<String>),
@@ -391,7 +393,8 @@ fn run<B: Backend>(setup: &Setup, ops: Vec<Op>) {
                             model.remove(&key),
                             "delete {key:?} returns the object"
                         );
-                        publish(&mut model, 1, None);
+                        // A delete with the final state reports its version, as an upsert does.
+                        publish(&mut model, 1, Some(PendingRv::Object(o.rv.clone())));
                     }
                     Err(e) => assert_eq!(res.map(|_| ()), Err(e), "delete without a name"),
                 }
@@ -448,6 +451,7 @@ fn run<B: Backend>(setup: &Setup, ops: Vec<Op>) {
                                     let removed = res.unwrap().map(|r| (*r).clone());
                                     assert_eq!(removed, model.remove(&key), "batch delete {key:?}");
                                     pending += 1;
+                                    rv = Some(PendingRv::Object(o.rv.clone()));
                                 }
                                 Err(e) => {
                                     assert_eq!(res.map(|_| ()), Err(e), "batch delete without name")
@@ -506,6 +510,7 @@ fn run<B: Backend>(setup: &Setup, ops: Vec<Op>) {
                                 Ok(key) => {
                                     model.remove(&key);
                                     applied += 1;
+                                    rv = Some(PendingRv::Object(o.rv.clone()));
                                 }
                                 Err(e) => expect_rejected.push((i, e)),
                             }

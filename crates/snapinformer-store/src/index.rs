@@ -49,18 +49,18 @@ impl<T> IndexFn<T> {
         (self.0)(obj)
     }
 
-    /// Indexes objects by namespace (cluster-scoped objects are not indexed). Every store has it
-    /// under [`NAMESPACE_INDEX`].
+    /// Indexes objects by namespace, cluster-scoped objects under the empty value `""`, as
+    /// client-go's `MetaNamespaceIndexFunc` does (so `by_index(NAMESPACE_INDEX, "")` lists the
+    /// cluster-scoped objects). Every store has it under [`NAMESPACE_INDEX`].
+    #[doc(alias = "MetaNamespaceIndexFunc")]
     pub fn namespace(access: ObjectAccess<T>) -> Self
     where
         T: 'static,
     {
         IndexFn::new(move |obj: &T| {
-            (access.namespace)(obj)
-                .filter(|ns| !ns.is_empty())
-                .map(Cow::Borrowed)
-                .into_iter()
-                .collect()
+            let mut values = IndexValues::new();
+            values.push(Cow::Borrowed((access.namespace)(obj).unwrap_or("")));
+            values
         })
     }
 

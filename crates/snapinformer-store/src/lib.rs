@@ -97,6 +97,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod index;
+mod keying;
 mod object;
 mod snapshot;
 mod state;
@@ -105,6 +106,7 @@ mod writer;
 pub use backend::{Backend, Chunked, Hamt};
 pub use error::{Error, Result};
 pub use index::{IndexFn, IndexValues, Indexers, NAMESPACE_INDEX};
+pub use keying::{BoxError, KeyFn, TransformFn, UserError};
 pub use object::{Object, ObjectAccess, OwnerUids, split_key};
 pub use snapshot::Snapshot;
 pub use writer::{ApplyOutcome, Batch, Change, Reader, StoreBuilder, Writer};

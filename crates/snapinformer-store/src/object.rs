@@ -83,7 +83,9 @@ impl<T: Object> ObjectAccess<T> {
 
 impl<T> ObjectAccess<T> {
     /// Writes the object's key into `buf` (cleared first): `namespace/name`, or `name` for
-    /// cluster-scoped objects, exactly as client-go's `MetaNamespaceKeyFunc`.
+    /// cluster-scoped objects, as client-go's `MetaNamespaceKeyFunc`, except that an object
+    /// without a name is refused with [`Error::MissingName`] (client-go would key it `namespace/`
+    /// or the empty string, and one such object would overwrite the next).
     pub fn write_key(&self, obj: &T, buf: &mut String) -> Result<()> {
         buf.clear();
         let ns = (self.namespace)(obj).filter(|ns| !ns.is_empty());

@@ -3,7 +3,7 @@
 use std::{sync::Arc, time::Instant};
 
 use crate::{
-    Chunked, ObjectAccess, Result,
+    Chunked, KeyFn, ObjectAccess, Result,
     backend::{Backend, PersistentMap},
     index::NAMESPACE_INDEX,
     state::{Bucket, State},
@@ -18,11 +18,12 @@ use crate::{
 pub struct Snapshot<T: Send + Sync + 'static, B: Backend = Chunked> {
     pub(crate) state: Arc<State<T, B>>,
     pub(crate) access: ObjectAccess<T>,
+    pub(crate) key_fn: KeyFn<T>,
 }
 
 impl<T: Send + Sync + 'static, B: Backend> Clone for Snapshot<T, B> {
     fn clone(&self) -> Self {
-        Snapshot { state: self.state.clone(), access: self.access }
+        Snapshot { state: self.state.clone(), access: self.access, key_fn: self.key_fn.clone() }
     }
 }
 
@@ -49,8 +50,10 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         self.state.items.is_empty()
     }
 
-    /// The resource version this snapshot includes: the version of the last object written, or of
-    /// the last `replace`/explicitly set version, whichever came last.
+    /// The resource version this snapshot includes (client-go's `LastStoreSyncResourceVersion`):
+    /// the version of the last object written or deleted with its final state, or of the last
+    /// `replace`/explicitly set version, whichever came last. A change whose object has no
+    /// version leaves it unchanged; a delete by key too.
     pub fn resource_version(&self) -> Option<&str> {
         self.state.resource_version.as_deref()
     }
@@ -72,9 +75,9 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         self.state.published_at
     }
 
-    /// The object with `obj`'s key (client-go `Get`). Fails only if `obj` has no name.
+    /// The object with `obj`'s key (client-go `Get`). Fails only if `obj` has no key.
     pub fn get(&self, obj: &T) -> Result<Option<&Arc<T>>> {
-        let key = self.access.key(obj)?;
+        let key = self.key_fn.key(&self.access, obj)?;
         Ok(self.get_by_key(&key))
     }
 
@@ -126,7 +129,10 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         let Some(bucket) = self.state.indexes[pos].get(namespace) else {
             return Box::new(std::iter::empty());
         };
-        if bucket.len() * 2 >= self.len() && !matches!(bucket, Bucket::Objects(_)) {
+        if bucket.len() * 2 >= self.len()
+            && !matches!(bucket, Bucket::Objects(_))
+            && self.key_fn.is_meta_namespace()
+        {
             // The key prefix alone is not enough: with a slash in a namespace or a name, the
             // key `a/b/c` may belong to namespace `a/b` or `a` (or be a cluster-scoped `a/b/c`).
             let ns = namespace.to_owned();

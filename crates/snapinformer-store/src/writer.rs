@@ -5,14 +5,15 @@ use std::{sync::Arc, time::Instant};
 use arc_swap::ArcSwap;
 
 use crate::{
-    Chunked, Error, Indexers, ObjectAccess, Result, Snapshot, backend::Backend, index::IndexFn,
-    index::NAMESPACE_INDEX, state::State,
+    Chunked, Error, Indexers, KeyFn, ObjectAccess, Result, Snapshot, TransformFn, backend::Backend,
+    index::IndexFn, index::NAMESPACE_INDEX, state::State,
 };
 
 /// What the writer and all readers share: the published state.
 pub(crate) struct Shared<T: Send + Sync + 'static, B: Backend> {
     pub(crate) current: ArcSwap<State<T, B>>,
     pub(crate) access: ObjectAccess<T>,
+    pub(crate) key_fn: KeyFn<T>,
 }
 
 /// Builds a store: chooses the backend and the initial index functions.
@@ -22,6 +23,8 @@ pub struct StoreBuilder<T: Send + Sync + 'static, B: Backend = Chunked> {
     access: ObjectAccess<T>,
     indexers: Indexers<T>,
     background_reclaim: bool,
+    key_fn: KeyFn<T>,
+    transform: Option<TransformFn<T>>,
     _backend: std::marker::PhantomData<B>,
 }
 
@@ -32,6 +35,8 @@ impl<T: Send + Sync + 'static> StoreBuilder<T, Chunked> {
             access,
             indexers: Indexers::new(),
             background_reclaim: false,
+            key_fn: KeyFn::meta_namespace(),
+            transform: None,
             _backend: std::marker::PhantomData,
         }
     }
@@ -44,8 +49,28 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
             access: self.access,
             indexers: self.indexers,
             background_reclaim: self.background_reclaim,
+            key_fn: self.key_fn,
+            transform: self.transform,
             _backend: std::marker::PhantomData,
         }
+    }
+
+    /// Keys objects with `key_fn` instead of `namespace/name` (client-go's `KeyFunc` passed to
+    /// `NewIndexer`). The delta queue feeding this store must use the same function.
+    /// [`Snapshot::namespace`] still finds objects by their namespace, without the key-prefix
+    /// shortcut the default keys allow.
+    pub fn key_fn(mut self, key_fn: KeyFn<T>) -> Self {
+        self.key_fn = key_fn;
+        self
+    }
+
+    /// Applies `transform` to every object `add`, `update`, `replace` or a batch upsert stores
+    /// (client-go's `WithTransformer` store option); deletes are not transformed. The key is
+    /// computed before the transform, as client-go does. See [`TransformFn`] for where else a
+    /// transform can run.
+    pub fn transform(mut self, transform: TransformFn<T>) -> Self {
+        self.transform = Some(transform);
+        self
     }
 
     /// Registers a key index (more can be added later with [`Writer::add_indexers`]).
@@ -88,8 +113,11 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
             .with(NAMESPACE_INDEX, IndexFn::namespace(self.access))
             .indexers_from(self.indexers);
         let state = State::new(indexers)?;
-        let shared =
-            Arc::new(Shared { current: ArcSwap::from_pointee(state.clone()), access: self.access });
+        let shared = Arc::new(Shared {
+            current: ArcSwap::from_pointee(state.clone()),
+            access: self.access,
+            key_fn: self.key_fn,
+        });
         let reader = Reader { shared: shared.clone() };
         let reclaimer = if self.background_reclaim { Some(Reclaimer::start()?) } else { None };
         let writer = Writer {
@@ -99,6 +127,7 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
             pending: 0,
             pending_rv: None,
             reclaimer,
+            transform: self.transform,
         };
         Ok((writer, reader))
     }
@@ -131,6 +160,7 @@ pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
     pending: usize,
     pending_rv: Option<PendingRv<T>>,
     reclaimer: Option<Reclaimer<State<T, B>>>,
+    transform: Option<TransformFn<T>>,
 }
 
 /// The background thread that drops superseded versions.
@@ -204,12 +234,26 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
 
     /// The latest published snapshot (what readers see now).
     pub fn snapshot(&self) -> Snapshot<T, B> {
-        Snapshot { state: self.shared.current.load_full(), access: self.shared.access }
+        Snapshot {
+            state: self.shared.current.load_full(),
+            access: self.shared.access,
+            key_fn: self.shared.key_fn.clone(),
+        }
     }
 
     /// The object accessors this store was built with.
     pub fn access(&self) -> ObjectAccess<T> {
         self.shared.access
+    }
+
+    /// The key function this store was built with (see [`StoreBuilder::key_fn`]).
+    pub fn key_fn(&self) -> &KeyFn<T> {
+        &self.shared.key_fn
+    }
+
+    /// The transform this store applies, if it was built with one.
+    pub fn transform(&self) -> Option<&TransformFn<T>> {
+        self.transform.as_ref()
     }
 
     /// Adds an object, replacing any object with the same key, and publishes.
@@ -225,15 +269,18 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
     }
 
     /// Deletes the object with `obj`'s key, if present, and publishes. Deleting a missing key is
-    /// not an error. Returns the object that was removed.
+    /// not an error. Returns the object that was removed. `obj` is the object's final state: its
+    /// resource version, if it has one, becomes the snapshot's (client-go's `DeleteWithObject`).
     pub fn delete(&mut self, obj: &T) -> Result<Option<Arc<T>>> {
-        self.shared.access.write_key(obj, &mut self.keybuf)?;
+        self.shared.key_fn.write_key(&self.shared.access, obj, &mut self.keybuf)?;
         let old = self.stage_delete_key_buf();
+        self.note_delete_rv(obj);
         self.publish();
         Ok(old)
     }
 
-    /// Deletes the object under `key`, if present, and publishes.
+    /// Deletes the object under `key`, if present, and publishes. The snapshot's resource
+    /// version is unchanged (client-go's `Delete` by key).
     pub fn delete_key(&mut self, key: &str) -> Option<Arc<T>> {
         let old = self.work.remove(key);
         self.pending += 1;
@@ -243,16 +290,27 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
 
     /// Replaces the whole content with `objs` and publishes once, as client-go's `Replace` does
     /// after a list: objects not in `objs` are gone, indexes are rebuilt. `resource_version` is the
-    /// list's version and becomes the snapshot's. Objects without a name are rejected before
-    /// anything changes.
+    /// list's version and becomes the snapshot's. The store's transform, if any, is applied to
+    /// each object. An object without a key (or one the transform refuses) fails the whole call
+    /// before anything changes.
     pub fn replace(
         &mut self,
         objs: impl IntoIterator<Item = Arc<T>>,
         resource_version: impl Into<Arc<str>>,
     ) -> Result<()> {
-        let access = self.shared.access;
-        let keyed =
-            objs.into_iter().map(|o| access.key(&o).map(|k| (k, o))).collect::<Result<Vec<_>>>()?;
+        let (access, key_fn) = (&self.shared.access, &self.shared.key_fn);
+        let transform = self.transform.as_ref();
+        let keyed = objs
+            .into_iter()
+            .map(|o| {
+                let key = key_fn.key(access, &o)?;
+                let o = match transform {
+                    Some(t) => t.apply(o)?,
+                    None => o,
+                };
+                Ok((key, o))
+            })
+            .collect::<Result<Vec<_>>>()?;
         self.work.replace(keyed);
         self.pending += 1;
         self.pending_rv = Some(PendingRv::Explicit(resource_version.into()));
@@ -281,8 +339,9 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
         Batch { writer: self }
     }
 
-    /// Applies all `changes` and publishes once. Changes that cannot be applied (an object
-    /// without a name) are reported in the outcome; the others are applied.
+    /// Applies all `changes` and publishes once (client-go's `Transaction`). Changes that cannot
+    /// be applied (an object without a key, or one the transform refuses) are reported in the
+    /// outcome; the others are applied.
     pub fn apply(&mut self, changes: impl IntoIterator<Item = Change<T>>) -> ApplyOutcome {
         let mut outcome = ApplyOutcome::default();
         let mut batch = self.batch();
@@ -305,11 +364,22 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
     }
 
     fn stage_upsert(&mut self, obj: Arc<T>) -> Result<()> {
-        self.shared.access.write_key(&obj, &mut self.keybuf)?;
+        self.shared.key_fn.write_key(&self.shared.access, &obj, &mut self.keybuf)?;
+        let obj = match &self.transform {
+            Some(t) => t.apply(obj)?,
+            None => obj,
+        };
         self.work.upsert(&self.keybuf, obj.clone());
         self.pending += 1;
         self.pending_rv = Some(PendingRv::Object(obj));
         Ok(())
+    }
+
+    /// A delete with the object's final state reports that state's resource version, as an
+    /// upsert does (a state without one leaves the version unchanged).
+    fn note_delete_rv(&mut self, obj: &T) {
+        let rv = (self.shared.access.resource_version)(obj).filter(|rv| !rv.is_empty());
+        self.pending_rv = rv.map(|rv| PendingRv::Explicit(rv.into()));
     }
 
     fn stage_delete_key_buf(&mut self) -> Option<Arc<T>> {
@@ -358,15 +428,19 @@ impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Batch<'_, T, B> {
 }
 
 impl<T: Send + Sync + 'static, B: Backend> Batch<'_, T, B> {
-    /// Adds or replaces an object.
+    /// Adds or replaces an object (transformed first if the store has a transform).
     pub fn upsert(&mut self, obj: Arc<T>) -> Result<()> {
         self.writer.stage_upsert(obj)
     }
 
-    /// Deletes the object with `obj`'s key, if present; returns it.
+    /// Deletes the object with `obj`'s key, if present; returns it. `obj`'s resource version,
+    /// if it has one, becomes the snapshot's (see [`Writer::delete`]).
     pub fn delete(&mut self, obj: &T) -> Result<Option<Arc<T>>> {
-        self.writer.shared.access.write_key(obj, &mut self.writer.keybuf)?;
-        Ok(self.writer.stage_delete_key_buf())
+        let w = &mut *self.writer;
+        w.shared.key_fn.write_key(&w.shared.access, obj, &mut w.keybuf)?;
+        let old = w.stage_delete_key_buf();
+        w.note_delete_rv(obj);
+        Ok(old)
     }
 
     /// Deletes the object under `key`, if present; returns it.
@@ -429,6 +503,10 @@ impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Reader<T, B> {
 impl<T: Send + Sync + 'static, B: Backend> Reader<T, B> {
     /// The latest published snapshot, in O(1). Hold it as long as you like: the writer goes on.
     pub fn snapshot(&self) -> Snapshot<T, B> {
-        Snapshot { state: self.shared.current.load_full(), access: self.shared.access }
+        Snapshot {
+            state: self.shared.current.load_full(),
+            access: self.shared.access,
+            key_fn: self.shared.key_fn.clone(),
+        }
     }
 }

@@ -69,7 +69,7 @@ pub fn label_indexers() -> Indexers<TObj> {
 /// Naive index values, written independently of the store's helpers.
 pub fn model_values(index: &str, o: &TObj) -> Vec<String> {
     match index {
-        "namespace" => o.ns.iter().filter(|n| !n.is_empty()).cloned().collect(),
+        "namespace" => vec![o.ns.clone().unwrap_or_default()],
         "node" => {
             if o.node.is_empty() {
                 vec![]

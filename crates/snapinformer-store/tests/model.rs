@@ -76,6 +76,10 @@ fn model_apply(model: &mut Model, change: &Change<TObj>) {
         }
         Change::Delete(o) => {
             model.items.remove(&o.key());
+            // A delete with the final state reports its version.
+            if !o.rv.is_empty() {
+                model.rv = Some(o.rv.clone());
+            }
         }
         Change::DeleteKey(k) => {
             model.items.remove(k);
@@ -117,6 +121,9 @@ fn run<B: Backend>(ops: Vec<Op>) {
             Op::Delete(o) => {
                 let removed = writer.delete(&o).unwrap();
                 assert_eq!(removed.map(|r| (*r).clone()), model.items.remove(&o.key()));
+                if !o.rv.is_empty() {
+                    model.rv = Some(o.rv.clone());
+                }
             }
             Op::DeleteKey(k) => {
                 let removed = writer.delete_key(&k);

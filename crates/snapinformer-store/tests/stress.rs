@@ -130,7 +130,7 @@ const INDEXES: [&str; 4] = [NAMESPACE_INDEX, "node", "owner", "labels"];
 /// Index values computed naively, independently of the store's index functions.
 fn model_values(index: &str, o: &SObj) -> Vec<String> {
     match index {
-        NAMESPACE_INDEX => o.ns.iter().filter(|n| !n.is_empty()).cloned().collect(),
+        NAMESPACE_INDEX => vec![o.ns.clone().unwrap_or_default()],
         "node" => node_of(o).map(str::to_owned).into_iter().collect(),
         "owner" => o.owners.clone(),
         "labels" => o.labels.iter().map(|(k, v)| format!("{k}={v}")).collect(),
@@ -475,8 +475,12 @@ impl<B: Backend> WriterState<B> {
                     }
                 } else if roll < 85 {
                     let Some(key) = self.existing_key() else { continue };
-                    let old = self.model_delete(&key);
-                    Staged::Delete(old.expect("existing key"))
+                    let old = self.model_delete(&key).expect("existing key");
+                    // A delete with the final state reports its version.
+                    if !old.rv.is_empty() {
+                        self.model.rv = Some(old.rv.clone());
+                    }
+                    Staged::Delete(old)
                 } else if roll < 95 {
                     let key = if self.rng.chance(50) {
                         format!("obj-{}", NAME_SPACE + self.rng.below(10))

@@ -1,116 +1,77 @@
-//! The informer runtime: client-go's delta queues, a processing loop that applies batches to a
-//! snapshot store and publishes each once, a shared informer whose handlers are isolated from
-//! each other and from the store, and waitable, bounded freshness.
+//! snapinformer: a Kubernetes informer framework whose cache readers never block the cache
+//! writer. This crate is the one to depend on; it re-exports the parts, which live in crates of
+//! their own so that each can be used (and tested) alone.
 //!
-//! # What it is
+//! # The parts, in the order data flows
 //!
-//! In client-go, a controller listing 200,000 pods holds the informer cache's read lock for up
-//! to a second; the informer's delta processor waits for the write lock, its `DeltaFIFO` grows
-//! to hundreds of thousands of entries, and controllers act on stale data. Here:
+//! | module | crate | what it is |
+//! |---|---|---|
+//! | [`kube`] | `snapinformer-kube` | List and watch through the `kube` client (the reflector), typed informers ([`pods`], [`nodes`], ...), the [`KubeInformerFactory`], metadata access for any `kube::Resource`, transforms, a kube-rs watcher adapter. Kubernetes types enter here. |
+//! | [`informer`] | `snapinformer-core` | client-go's delta queues, the processing loop that applies batches to the store and publishes each once, the shared [`Informer`] with isolated handlers, freshness ([`Informer::wait_for`]), the controllers' [`WorkQueue`]. Generic over the object type. |
+//! | [`store`] | `snapinformer-store` | The snapshot store: one writer, any number of readers taking immutable [`Snapshot`]s in O(1) that never make the writer wait. No async, no Kubernetes. |
 //!
-//! - producers (a reflector, a simulator) feed a [`Queue`]: [`RealFifo`] (every delta in order,
-//!   client-go's default since 1.33) or [`DeltaFifo`] (one entry per key), both with client-go's
-//!   rules;
-//! - one processing loop pops batches of up to `max_batch` deltas, applies each batch to the
-//!   [`snapinformer_store`] writer and publishes it once (one atomic pointer swap), then pushes
-//!   add/update/delete notifications into every handler's own buffer;
-//! - readers take immutable [`Snapshot`](snapinformer_store::Snapshot)s: no lock, no wait, for
-//!   as long as they like.
+//! # Consistency guarantees
 //!
-//! **A batch is applied and published without any lock that a reader can hold.** The queue's
-//! own mutex is held only for queue operations, never while a batch is applied or handlers run.
-//!
-//! # Consistency and freshness guarantees
-//!
-//! - Everything read from one snapshot is consistent: the primary map and every index at the
-//!   same point of the delta history, at a batch boundary.
-//! - Snapshots are published in delta order. Each batch is visible all at once or not at all.
-//! - [`Progress`] (via [`Informer::subscribe`]) reports, after every publication, the resource
-//!   version the published snapshot includes (numerically monotonic), its publication number,
-//!   and how far into the queue it has applied.
-//! - [`Informer::wait_for`] resolves once the published snapshot includes a resource version
-//!   (read-your-writes); it compares etcd's decimal versions numerically and rejects versions
-//!   that do not parse ([`freshness::Error::Unordered`]).
-//! - [`Informer::read`] with [`Freshness::Fresh`] waits, when the writer's lag in deltas or
-//!   time passes the [`FreshnessPolicy`] bound, until everything queued at the time of the read
-//!   is published; [`Freshness::AcceptStale`] never waits.
-//! - A handler receives its notifications in publication order, after the store already shows
-//!   them. A late handler first gets the current snapshot as adds, then every later change:
-//!   no gap, no duplicate.
-//! - Staleness is measured: every delta records when it was queued; the
-//!   `snapinformer_staleness_seconds` histogram, the lag gauges (see [`metrics`]) and the
-//!   [`InformerBuilder::on_publish`] hook report it per event.
+//! - A [`Snapshot`] is consistent: its primary map and every index are at the same point of the
+//!   event history, at a batch boundary.
+//! - Snapshots are published in event order; a reader never waits for the writer and the writer
+//!   never waits for a reader, however long a reader keeps a snapshot.
+//! - Staleness is measured (metrics, [`Progress`]) and waitable: [`Informer::wait_for`] resolves
+//!   once the published snapshot includes a resource version, which gives controllers
+//!   read-your-writes.
 //!
 //! # Costs
 //!
-//! - One queue lock acquisition per queued delta, and one per popped batch. `replace` and
-//!   `resync` walk the store's snapshot under the queue lock (client-go does the same under
-//!   its lock); they do not block the writer or readers.
-//! - One store publication per batch: copy-on-write of the touched map nodes (see
-//!   [`snapinformer_store`]). Larger batches amortise it; `max_batch` bounds the latency one
-//!   batch adds.
-//! - Per handler: one OS thread and one unbounded buffer of notifications (each holds `Arc`s:
-//!   no object is copied). A slow handler grows only its own buffer; watch
-//!   `snapinformer_handler_buffer_depth`. A late handler's replay is one message holding a
-//!   snapshot, whatever the store's size.
-//! - Queues are unbounded unless [`QueueConfig::max_depth`] is set; then producers block
-//!   (counted in the metrics) until the processing loop catches up.
+//! Each batch of changes copies the persistent-map nodes on the paths it touches and publishes
+//! with one atomic pointer swap; superseded versions are freed when the last reader holding
+//! them lets go. The crates' own documentation describes the costs of each part in words, and
+//! `BENCHMARKS.md` at the repository's root has the measured figures with the commands that
+//! produced them.
 //!
 //! # Usage
 //!
-//! ```
-//! use std::{sync::Arc, time::Duration};
-//! use snapinformer::{Informer, Notification, QueueKind};
-//! use snapinformer_store::{Object, ObjectAccess};
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use snapinformer::{Notification, OWNER_UID_INDEX, pods};
 //!
-//! struct Pod { name: String, rv: String }
-//! impl Object for Pod {
-//!     fn name(&self) -> Option<&str> { Some(&self.name) }
-//!     fn namespace(&self) -> Option<&str> { Some("default") }
-//!     fn resource_version(&self) -> Option<&str> { Some(&self.rv) }
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let informer = Informer::<Pod>::builder(ObjectAccess::of())
-//!     .name("pods")
-//!     .queue(QueueKind::Real)
-//!     .build()?;
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let informer = pods(kube::Api::all(client)).build()?;
 //! informer.add_event_handler(|n: &Notification<Pod>| {
-//!     if let Notification::Add { obj, .. } = n { println!("added {}", obj.name) }
+//!     if let Notification::Delete { obj } = n {
+//!         println!("deleted (tombstone: {})", obj.is_tombstone());
+//!     }
 //! })?;
 //! informer.start()?;
-//!
-//! // A reflector (or a simulator) feeds the queue.
-//! informer.queue().replace(vec![Arc::new(Pod { name: "a".into(), rv: "10".into() })], "10")?;
-//! informer.queue().add(Arc::new(Pod { name: "b".into(), rv: "11".into() }))?;
-//!
-//! // Read-your-writes: wait until the published snapshot includes version 11.
-//! let snap = informer.wait_for("11", Duration::from_secs(5)).await?;
-//! assert_eq!(snap.len(), 2);
-//! assert!(informer.wait_for_sync(Duration::from_secs(5)).await);
+//! assert!(informer.wait_for_sync(Duration::from_secs(60)).await);
+//! let snapshot = informer.snapshot(); // O(1), never waits
+//! let owned = snapshot.by_index(OWNER_UID_INDEX, "some-statefulset-uid")?;
+//! println!("{} pods, {} owned", snapshot.len(), owned.len());
 //! informer.shutdown().await;
 //! # Ok(()) }
 //! ```
 
-mod delta;
-pub mod factory;
-pub mod freshness;
-mod handler;
-pub mod informer;
-mod lister;
-pub mod metrics;
-pub mod queue;
-pub mod workqueue;
+/// The snapshot store (crate `snapinformer-store`).
+pub use snapinformer_store as store;
 
-pub use delta::{DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, PoppedBatch};
-pub use factory::InformerFactory;
-pub use freshness::{Freshness, FreshnessPolicy, Progress, parse_resource_version};
-pub use handler::{EventHandler, HandlerOptions, HandlerRegistration, Notification};
-pub use informer::{Informer, InformerBuilder, Published, QueueKind};
-pub use lister::{Lister, NamespaceLister};
-pub use metrics::InformerMetrics;
-pub use queue::{
-    DeltaFifo, KnownObjects, NoKnownObjects, Queue, QueueConfig, QueueStats, RealFifo,
+/// The informer runtime (crate `snapinformer-core`): queues, processing, shared informer,
+/// freshness, work queue.
+#[doc(alias = "core")]
+pub use snapinformer_core as informer;
+
+/// The Kubernetes layer (crate `snapinformer-kube`): reflector, typed informers, factory.
+#[doc(alias = "reflector")]
+pub use snapinformer_kube as kube;
+
+pub use snapinformer_core::{
+    DeltaFifo, Freshness, FreshnessPolicy, Informer, InformerBuilder, Notification, Progress,
+    QueueKind, RealFifo, WorkQueue, WorkQueueConfig,
 };
-pub use workqueue::{WorkQueue, WorkQueueConfig, WorkQueueStats};
+pub use snapinformer_kube::{
+    KubeInformer, KubeInformerBuilder, KubeInformerFactory, NODE_NAME_INDEX, OWNER_UID_INDEX,
+    Reflector, ReflectorConfig, daemonsets, informer_for, nodes, pods, statefulsets,
+};
+pub use snapinformer_store::{
+    IndexFn, Indexers, Object, ObjectAccess, Reader, Snapshot, StoreBuilder, Writer,
+};

@@ -19,7 +19,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer::{Delta, DeltaFifo, Queue};
+use snapinformer_core::{Delta, DeltaFifo, Queue};
 
 use crate::{
     backends::{SimChange, SimStore},
@@ -149,7 +149,7 @@ impl Cache {
         let queue = Arc::new(DeltaFifo::new(
             crate::pods::access::<Pod>(),
             known,
-            snapinformer::QueueConfig::default(),
+            snapinformer_core::QueueConfig::default(),
         ));
         let visible = Arc::new(Visible::default());
         let counters = Arc::new(CacheCounters::default());

@@ -15,7 +15,7 @@ use std::{
 
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use snapinformer::Queue;
+use snapinformer_core::Queue;
 
 use crate::pods::Rng;
 

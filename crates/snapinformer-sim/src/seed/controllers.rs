@@ -30,7 +30,7 @@ use k8s_openapi::{
     api::core::v1::{Container, Pod, PodSpec, PodStatus},
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
-use snapinformer::workqueue::{WorkQueue, WorkQueueConfig, default_controller_rate_limiter};
+use snapinformer_core::workqueue::{WorkQueue, WorkQueueConfig, default_controller_rate_limiter};
 
 use super::{
     cache::{Notify, Visible},

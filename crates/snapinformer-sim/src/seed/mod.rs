@@ -32,7 +32,7 @@ use k8s_openapi::api::{
     core::v1::{Node, Pod},
 };
 use kube::api::{Api, ListParams};
-use snapinformer::Queue;
+use snapinformer_core::Queue;
 
 use crate::{
     backends::{BackendKind, SimReader},
@@ -237,7 +237,7 @@ struct World {
     daemon: DaemonSpec,
     cluster: Arc<dyn Cluster>,
     inproc: Option<Arc<InprocCluster>>,
-    reflector: Option<snapinformer_reflector::ReflectorHandle>,
+    reflector: Option<snapinformer_kube::ReflectorHandle>,
     client: Option<kube::Client>,
 }
 
@@ -314,10 +314,10 @@ pub fn run_row(
             let client = client.expect("http mode has a client");
             let reflector = {
                 let _guard = runtime.enter();
-                snapinformer_reflector::Reflector::new(
+                snapinformer_kube::Reflector::new(
                     Api::<Pod>::all(client.clone()),
                     cache.queue.clone(),
-                    snapinformer_reflector::ReflectorConfig::new().name("seed-pods"),
+                    snapinformer_kube::ReflectorConfig::new().name("seed-pods"),
                 )
                 .spawn()
             };

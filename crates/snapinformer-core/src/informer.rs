@@ -1,0 +1,883 @@
+//! The shared informer: a delta queue, the processing loop that applies batches to the store and
+//! publishes them, the distributor that feeds handlers, resync, and freshness waits.
+
+use std::{
+    collections::HashSet,
+    fmt,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use prometheus_client::registry::Registry;
+use snapinformer_store::{
+    Backend, Chunked, Indexers, ObjectAccess, Reader, Snapshot, StoreBuilder, Writer,
+};
+use tokio::{sync::watch, task::JoinHandle};
+
+use crate::{
+    delta::{DeltaType, PoppedBatch},
+    freshness::{self, Freshness, FreshnessPolicy, Progress, RvTracker, parse_resource_version},
+    handler::{
+        Buffer, EventHandler, HandlerOptions, HandlerRegistration, HandlerShared, Message,
+        Notification, spawn_handler,
+    },
+    metrics::{HandlerLabels, InformerMetrics},
+    queue::{DeltaFifo, KnownObjects, Queue, QueueConfig, RealFifo},
+};
+
+/// Errors of the informer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store rejected something (a duplicate index name, an object without a name).
+    #[error(transparent)]
+    Store(#[from] snapinformer_store::Error),
+    /// [`Informer::start`] was called twice.
+    #[error("the informer {0:?} is already started")]
+    AlreadyStarted(String),
+    /// [`Informer::start`] was called outside a Tokio runtime.
+    #[error("the informer must be started from within a Tokio runtime")]
+    NoRuntime,
+    /// The informer was stopped.
+    #[error("the informer {0:?} is stopped")]
+    Stopped(String),
+    /// No handler has this registration id (already removed?).
+    #[error("no event handler with id {0} is registered")]
+    UnknownHandler(u64),
+    /// A handler with this name is already registered.
+    #[error("an event handler named {0:?} is already registered")]
+    DuplicateHandlerName(String),
+    /// The handler's thread could not be started.
+    #[error("cannot start the handler thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// `Result` with the informer [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which delta queue an informer uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueKind {
+    /// [`RealFifo`]: every delta, in order (client-go's default since 1.33).
+    #[default]
+    Real,
+    /// [`DeltaFifo`]: one entry per key with its deltas.
+    Delta,
+}
+
+/// Configures and builds an [`Informer`] around a store.
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct InformerBuilder<T: Send + Sync + 'static, B: Backend = Chunked> {
+    store: StoreBuilder<T, B>,
+    name: String,
+    queue_kind: QueueKind,
+    queue_config: QueueConfig,
+    max_batch: usize,
+    slow_batch: Duration,
+    freshness: FreshnessPolicy,
+    on_publish: Option<PublishHook<T>>,
+}
+
+/// A callback run by the processing loop after each publication.
+type PublishHook<T> = Arc<dyn Fn(&Published<'_, T>) + Send + Sync>;
+
+/// What one publication made visible, as passed to [`InformerBuilder::on_publish`].
+#[derive(Debug)]
+pub struct Published<'a, T> {
+    /// The deltas of the batch, in the order they were applied; each knows when it was queued,
+    /// so `published_at - delta.enqueued_at` is that event's staleness.
+    pub deltas: &'a [crate::Delta<T>],
+    /// The store's publication number of the new snapshot.
+    pub publication: u64,
+    /// The resource version the new snapshot includes.
+    pub resource_version: Option<&'a str>,
+    /// When the snapshot became visible to readers.
+    pub published_at: Instant,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> fmt::Debug for InformerBuilder<T, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InformerBuilder")
+            .field("name", &self.name)
+            .field("queue_kind", &self.queue_kind)
+            .field("queue_config", &self.queue_config)
+            .field("max_batch", &self.max_batch)
+            .field("slow_batch", &self.slow_batch)
+            .field("freshness", &self.freshness)
+            .finish()
+    }
+}
+
+impl<T: Send + Sync + 'static> InformerBuilder<T, Chunked> {
+    /// An informer for objects read through `access`, on a store with the default backend and
+    /// only the namespace index.
+    pub fn new(access: ObjectAccess<T>) -> Self {
+        Self::with_store(StoreBuilder::new(access))
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
+    /// An informer around the store `store` will build (indexes, backend).
+    pub fn with_store(store: StoreBuilder<T, B>) -> Self {
+        InformerBuilder {
+            store,
+            name: "informer".to_owned(),
+            queue_kind: QueueKind::default(),
+            queue_config: QueueConfig::default(),
+            max_batch: 1000,
+            slow_batch: Duration::from_millis(100),
+            freshness: FreshnessPolicy::default(),
+            on_publish: None,
+        }
+    }
+
+    /// Names the informer (metrics label, logs). Default `"informer"`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Chooses the delta queue (default [`QueueKind::Real`]).
+    pub fn queue(mut self, kind: QueueKind) -> Self {
+        self.queue_kind = kind;
+        self
+    }
+
+    /// Configures the queue (depth bound).
+    pub fn queue_config(mut self, config: QueueConfig) -> Self {
+        self.queue_config = config;
+        self
+    }
+
+    /// Most deltas applied in one batch, i.e. one publication (default 1000, as client-go).
+    pub fn max_batch(mut self, max: usize) -> Self {
+        self.max_batch = max.max(1);
+        self
+    }
+
+    /// Batches slower than this (apply + publish + distribute) are logged with their size,
+    /// the queue depth and the time (default 100 ms).
+    pub fn slow_batch_threshold(mut self, threshold: Duration) -> Self {
+        self.slow_batch = threshold;
+        self
+    }
+
+    /// Runs `hook` on the processing loop after each publication, before the notifications are
+    /// distributed: for measuring per-event staleness (a simulator) or tracing. Keep it short:
+    /// it delays the next batch.
+    pub fn on_publish(mut self, hook: impl Fn(&Published<'_, T>) + Send + Sync + 'static) -> Self {
+        self.on_publish = Some(Arc::new(hook));
+        self
+    }
+
+    /// The bound beyond which [`Freshness::Fresh`] reads wait.
+    pub fn freshness_policy(mut self, policy: FreshnessPolicy) -> Self {
+        self.freshness = policy;
+        self
+    }
+
+    /// Builds the store and the informer (not started yet: see [`Informer::start`]).
+    pub fn build(self) -> Result<Informer<T, B>> {
+        let (writer, reader) = self.store.build()?;
+        let access = writer.access();
+        let known: Arc<dyn KnownObjects<T>> = Arc::new(reader.clone());
+        // The queue keys deltas with the store's key function, so both agree on every key.
+        let options =
+            crate::QueueOptions::new().config(self.queue_config).key_fn(writer.key_fn().clone());
+        let queue: Arc<dyn Queue<T>> = match self.queue_kind {
+            QueueKind::Real => Arc::new(RealFifo::with_options(access, known, options)),
+            QueueKind::Delta => Arc::new(DeltaFifo::with_options(access, known, options)),
+        };
+        let (progress, _) = watch::channel(Progress::initial());
+        let shared = Arc::new(Shared {
+            name: self.name,
+            access,
+            queue,
+            reader,
+            writer: Mutex::new(writer),
+            distributor: Mutex::new(Distributor {
+                listeners: Vec::new(),
+                syncing: HashSet::new(),
+                next_id: 0,
+            }),
+            resync_changed: tokio::sync::Notify::new(),
+            progress,
+            synced: Arc::new(AtomicBool::new(false)),
+            metrics: InformerMetrics::default(),
+            max_batch: self.max_batch,
+            slow_batch: self.slow_batch,
+            freshness: self.freshness,
+            on_publish: self.on_publish,
+            tasks: Mutex::new(Tasks::default()),
+        });
+        let closer = shared.clone();
+        let on_drop = move || {
+            closer.queue.close();
+            // A started processing loop winds down by itself once the queue is drained.
+            if !lock(&closer.tasks).started {
+                wind_down(&closer);
+            }
+        };
+        Ok(Informer { shared, _handles: Arc::new(CloseOnDrop(Box::new(on_drop))) })
+    }
+}
+
+/// A handler as the distributor sees it.
+struct Listener<T: Send + Sync + 'static, B: Backend> {
+    id: u64,
+    name: Arc<str>,
+    buffer: Arc<Buffer<T, B>>,
+    shared: Arc<HandlerShared>,
+    /// Publications up to this one are in the replay this handler got at registration.
+    start_after: u64,
+    resync_period: Option<Duration>,
+    next_resync: Option<tokio::time::Instant>,
+    notifications: prometheus_client::metrics::counter::Counter,
+}
+
+/// The handlers, behind one small lock held only to push notifications, register or remove.
+struct Distributor<T: Send + Sync + 'static, B: Backend> {
+    listeners: Vec<Listener<T, B>>,
+    /// Handlers due for a resync: only they receive resync updates.
+    syncing: HashSet<u64>,
+    next_id: u64,
+}
+
+#[derive(Default)]
+struct Tasks {
+    started: bool,
+    stopped: bool,
+    process: Option<JoinHandle<()>>,
+    resync: Option<JoinHandle<()>>,
+}
+
+struct Shared<T: Send + Sync + 'static, B: Backend> {
+    name: String,
+    access: ObjectAccess<T>,
+    queue: Arc<dyn Queue<T>>,
+    reader: Reader<T, B>,
+    /// Locked by the processing loop for each batch and by `add_indexers`; never by readers.
+    writer: Mutex<Writer<T, B>>,
+    distributor: Mutex<Distributor<T, B>>,
+    resync_changed: tokio::sync::Notify,
+    progress: watch::Sender<Progress>,
+    synced: Arc<AtomicBool>,
+    metrics: InformerMetrics,
+    max_batch: usize,
+    slow_batch: Duration,
+    freshness: FreshnessPolicy,
+    on_publish: Option<PublishHook<T>>,
+    tasks: Mutex<Tasks>,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Drop for Shared<T, B> {
+    /// The last reference is gone (for example the runtime that ran the processing loop was
+    /// dropped): let handler threads deliver what they hold and end.
+    fn drop(&mut self) {
+        let dist = self.distributor.get_mut().unwrap_or_else(|e| e.into_inner());
+        for l in &dist.listeners {
+            l.buffer.close(true);
+        }
+    }
+}
+
+fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A shared informer (client-go's `SharedIndexInformer`): a delta queue feeding a snapshot
+/// store, with any number of handlers.
+///
+/// - Producers feed the [`queue`](Informer::queue) (a reflector, or a simulator directly).
+/// - The processing loop pops batches of up to `max_batch` deltas, applies each to the store's
+///   writer in one [`Batch`](snapinformer_store::Batch) (one publication), then pushes the
+///   resulting notifications into every handler's own buffer. No queue lock is held meanwhile,
+///   and readers never take any lock.
+/// - Readers take [`snapshot`](Informer::snapshot)s (or use a [`Lister`](crate::Lister)); they
+///   can wait for a resource version ([`wait_for`](Informer::wait_for)) or read under the
+///   freshness policy ([`read`](Informer::read)).
+///
+/// Cloning is cheap: clones share everything.
+#[doc(alias = "SharedIndexInformer")]
+#[doc(alias = "SharedInformer")]
+pub struct Informer<T: Send + Sync + 'static, B: Backend = Chunked> {
+    shared: Arc<Shared<T, B>>,
+    /// Shared by the clones handed to users (not by the informer's own tasks): when the last
+    /// one is dropped, the queue closes and the tasks wind down.
+    _handles: Arc<CloseOnDrop>,
+}
+
+/// Closes the queue when the last user handle of an informer is dropped.
+struct CloseOnDrop(Box<dyn Fn() + Send + Sync>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Clone for Informer<T, B> {
+    fn clone(&self) -> Self {
+        Informer { shared: self.shared.clone(), _handles: self._handles.clone() }
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> fmt::Debug for Informer<T, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Informer")
+            .field("name", &self.shared.name)
+            .field("queue", &self.shared.queue)
+            .field("progress", &*self.shared.progress.borrow())
+            .finish()
+    }
+}
+
+/// A notification with what decides who gets it.
+struct Note<T> {
+    notification: Notification<T>,
+    /// A resync (re-delivery of an unchanged object): only handlers due a resync get it.
+    sync: bool,
+    /// Counts towards handlers' `has_synced`.
+    initial: bool,
+}
+
+impl<T: Send + Sync + 'static> Informer<T, Chunked> {
+    /// A builder for an informer on a store with the default backend (see
+    /// [`InformerBuilder`]; use [`InformerBuilder::with_store`] for indexes or another
+    /// backend).
+    pub fn builder(access: ObjectAccess<T>) -> InformerBuilder<T, Chunked> {
+        InformerBuilder::new(access)
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
+    /// The informer's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The delta queue: feed it with `add`, `update`, `delete`, `replace`, `bookmark`.
+    pub fn queue(&self) -> &Arc<dyn Queue<T>> {
+        &self.shared.queue
+    }
+
+    /// A reader of the store: take snapshots with it, never waiting.
+    pub fn reader(&self) -> Reader<T, B> {
+        self.shared.reader.clone()
+    }
+
+    /// The latest published snapshot, in O(1), never waiting.
+    pub fn snapshot(&self) -> Snapshot<T, B> {
+        self.shared.reader.snapshot()
+    }
+
+    /// A typed lister over this informer's snapshots.
+    pub fn lister(&self) -> crate::Lister<T, B> {
+        crate::Lister::new(self.reader(), self.shared.access)
+    }
+
+    /// The metrics this informer maintains.
+    pub fn metrics(&self) -> &InformerMetrics {
+        &self.shared.metrics
+    }
+
+    /// Registers the informer's metrics in `registry` (prefix `snapinformer`, label
+    /// `informer="<name>"`; see [`metrics`](crate::metrics)).
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        self.shared.metrics.register(
+            registry,
+            &self.shared.name,
+            self.shared.queue.clone(),
+            self.shared.progress.subscribe(),
+        );
+    }
+
+    /// What the published snapshot includes now.
+    pub fn progress(&self) -> Progress {
+        self.shared.progress.borrow().clone()
+    }
+
+    /// A channel that is updated after every publication.
+    pub fn subscribe(&self) -> watch::Receiver<Progress> {
+        self.shared.progress.subscribe()
+    }
+
+    /// Registers more index functions on the store (client-go's `AddIndexers`): existing
+    /// objects are indexed at once, in one publication.
+    pub fn add_indexers(&self, indexers: Indexers<T>) -> Result<()> {
+        lock(&self.shared.writer).add_indexers(indexers)?;
+        Ok(())
+    }
+
+    /// Starts the processing loop and the resync timer on the current Tokio runtime.
+    pub fn start(&self) -> Result<()> {
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+        let mut tasks = lock(&self.shared.tasks);
+        if tasks.stopped {
+            return Err(Error::Stopped(self.shared.name.clone()));
+        }
+        if tasks.started {
+            return Err(Error::AlreadyStarted(self.shared.name.clone()));
+        }
+        tasks.started = true;
+        tasks.process = Some(rt.spawn(process_loop(self.shared.clone())));
+        tasks.resync = Some(rt.spawn(resync_loop(self.shared.clone())));
+        Ok(())
+    }
+
+    /// Whether [`start`](Informer::start) was called.
+    pub fn is_started(&self) -> bool {
+        lock(&self.shared.tasks).started
+    }
+
+    /// Stops the informer: closes the queue (producers fail from now on), lets the processing
+    /// loop apply what is queued, then lets every handler deliver what it has buffered, and
+    /// waits for the processing loop to end. Waits in progress fail with
+    /// [`freshness::Error::Stopped`].
+    ///
+    /// Dropping the last clone of an informer closes its queue too, so its tasks and handler
+    /// threads end by themselves.
+    pub async fn shutdown(&self) {
+        self.shared.queue.close();
+        let (process, resync) = {
+            let mut tasks = lock(&self.shared.tasks);
+            tasks.stopped = true;
+            (tasks.process.take(), tasks.resync.take())
+        };
+        if let Some(resync) = resync {
+            resync.abort();
+        }
+        match process {
+            Some(process) => {
+                if let Err(e) = process.await
+                    && e.is_panic()
+                {
+                    tracing::error!(informer = %self.shared.name, "processing loop panicked");
+                    wind_down(&self.shared);
+                }
+            }
+            None => wind_down(&self.shared),
+        }
+    }
+
+    /// Whether the informer has synced: the first list is applied, published and handed to
+    /// every handler's buffer (client-go's `HasSynced`).
+    #[doc(alias = "HasSynced")]
+    pub fn has_synced(&self) -> bool {
+        self.shared.synced.load(Ordering::Acquire)
+    }
+
+    /// Waits until the informer has synced or `timeout` passes; returns whether it synced.
+    #[doc(alias = "WaitForCacheSync")]
+    pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let mut rx = self.shared.progress.subscribe();
+        matches!(tokio::time::timeout(timeout, rx.wait_for(|p| p.synced)).await, Ok(Ok(_)))
+    }
+
+    /// Registers a handler with default options (see
+    /// [`add_event_handler_with`](Informer::add_event_handler_with)).
+    #[doc(alias = "AddEventHandler")]
+    pub fn add_event_handler(&self, handler: impl EventHandler<T>) -> Result<HandlerRegistration> {
+        self.add_event_handler_with(handler, HandlerOptions::default())
+    }
+
+    /// Registers a handler, before or after the informer started.
+    ///
+    /// The handler first receives every object of the current snapshot as an add
+    /// (`is_in_initial_list = true`), then every change published after that snapshot: no
+    /// gap, no duplicate. It runs on its own thread and has its own unbounded buffer.
+    #[doc(alias = "AddEventHandlerWithResyncPeriod")]
+    #[doc(alias = "AddEventHandlerWithOptions")]
+    pub fn add_event_handler_with(
+        &self,
+        handler: impl EventHandler<T>,
+        options: HandlerOptions,
+    ) -> Result<HandlerRegistration> {
+        let mut dist = lock(&self.shared.distributor);
+        if self.shared.progress.borrow().stopped {
+            return Err(Error::Stopped(self.shared.name.clone()));
+        }
+        let id = dist.next_id;
+        let name: Arc<str> = options.name.unwrap_or_else(|| format!("handler-{id}")).into();
+        if dist.listeners.iter().any(|l| l.name == name) {
+            return Err(Error::DuplicateHandlerName(name.to_string()));
+        }
+        let labels = HandlerLabels { handler: name.to_string() };
+        let depth = self.shared.metrics.handler_buffer_depth.get_or_create(&labels).clone();
+        let notifications =
+            self.shared.metrics.handler_notifications.get_or_create(&labels).clone();
+        let hshared = Arc::new(HandlerShared::default());
+        let buffer: Arc<Buffer<T, B>> =
+            spawn_handler(&name, handler, depth.clone(), hshared.clone()).map_err(Error::Thread)?;
+        dist.next_id += 1;
+        // The snapshot is taken under the distributor lock: every publication after it is
+        // distributed after this handler is in the list, and every publication it includes is
+        // skipped for this handler (see `start_after`).
+        let snapshot = self.shared.reader.snapshot();
+        let start_after = snapshot.publication();
+        if !snapshot.is_empty() {
+            hshared.pending_initial.fetch_add(1, Ordering::AcqRel);
+            notifications.inc();
+            buffer.push_all([Message::Replay(snapshot)]);
+        }
+        let resync_period = options.resync_period.filter(|p| !p.is_zero());
+        dist.listeners.push(Listener {
+            id,
+            name: name.clone(),
+            buffer,
+            shared: hshared.clone(),
+            start_after,
+            resync_period,
+            next_resync: resync_period.map(|p| tokio::time::Instant::now() + p),
+            notifications,
+        });
+        drop(dist);
+        if resync_period.is_some() {
+            self.shared.resync_changed.notify_one();
+        }
+        Ok(HandlerRegistration {
+            id,
+            name,
+            shared: hshared,
+            informer_synced: self.shared.synced.clone(),
+            depth,
+        })
+    }
+
+    /// Removes a handler: it receives nothing more; notifications still in its buffer are
+    /// dropped and its thread ends.
+    #[doc(alias = "RemoveEventHandler")]
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration) -> Result<()> {
+        let mut dist = lock(&self.shared.distributor);
+        let pos = dist
+            .listeners
+            .iter()
+            .position(|l| l.id == registration.id)
+            .ok_or(Error::UnknownHandler(registration.id))?;
+        let listener = dist.listeners.remove(pos);
+        dist.syncing.remove(&listener.id);
+        drop(dist);
+        listener.buffer.close(false);
+        let labels = HandlerLabels { handler: listener.name.to_string() };
+        self.shared.metrics.handler_buffer_depth.remove(&labels);
+        self.shared.metrics.handler_notifications.remove(&labels);
+        self.shared.resync_changed.notify_one();
+        Ok(())
+    }
+
+    /// Number of registered handlers.
+    pub fn handler_count(&self) -> usize {
+        lock(&self.shared.distributor).listeners.len()
+    }
+
+    /// Waits until the published snapshot includes `resource_version` (numeric comparison),
+    /// then returns a snapshot that does: read-your-writes for a controller that just wrote an
+    /// object and got this version back (the KEP-5647 idea).
+    ///
+    /// Versions that are not decimal numbers cannot be ordered: they fail at once with
+    /// [`freshness::Error::Unordered`]. Fails with [`freshness::Error::Timeout`] after
+    /// `timeout`, and with [`freshness::Error::Stopped`] once the informer is shut down.
+    pub async fn wait_for(
+        &self,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> freshness::Result<Snapshot<T, B>> {
+        let target = parse_resource_version(resource_version)
+            .ok_or_else(|| freshness::Error::Unordered(resource_version.to_owned()))?;
+        let mut rx = self.shared.progress.subscribe();
+        let start = tokio::time::Instant::now();
+        match tokio::time::timeout(timeout, rx.wait_for(|p| p.includes(target) || p.stopped)).await
+        {
+            Ok(Ok(p)) if p.includes(target) => Ok(self.shared.reader.snapshot()),
+            Ok(_) => Err(freshness::Error::Stopped),
+            Err(_) => Err(freshness::Error::Timeout {
+                target: resource_version.to_owned(),
+                published: self.shared.progress.borrow().resource_version.clone(),
+                waited: start.elapsed(),
+            }),
+        }
+    }
+
+    /// A snapshot under a freshness requirement.
+    ///
+    /// [`Freshness::AcceptStale`] never waits. [`Freshness::Fresh`] checks the writer's lag
+    /// (deltas queued or in flight, age of the oldest): within the informer's
+    /// [`FreshnessPolicy`] it returns at once; past it, it waits until everything queued at the
+    /// time of the call is published, at most the policy's `max_wait`
+    /// ([`freshness::Error::StillStale`]).
+    pub async fn read(&self, freshness: Freshness) -> freshness::Result<Snapshot<T, B>> {
+        if freshness == Freshness::AcceptStale {
+            return Ok(self.shared.reader.snapshot());
+        }
+        let policy = &self.shared.freshness;
+        let stats = self.shared.queue.stats();
+        if !policy.exceeded(stats.lag_deltas(), stats.lag_time(Instant::now())) {
+            return Ok(self.shared.reader.snapshot());
+        }
+        let target = stats.last_id;
+        let mut rx = self.shared.progress.subscribe();
+        let start = tokio::time::Instant::now();
+        let caught_up = |p: &Progress| p.applied_through >= target;
+        match tokio::time::timeout(policy.max_wait, rx.wait_for(|p| caught_up(p) || p.stopped))
+            .await
+        {
+            Ok(Ok(p)) if caught_up(&p) => Ok(self.shared.reader.snapshot()),
+            Ok(_) => Err(freshness::Error::Stopped),
+            Err(_) => {
+                let stats = self.shared.queue.stats();
+                Err(freshness::Error::StillStale {
+                    lag_deltas: stats.lag_deltas(),
+                    lag: stats.lag_time(Instant::now()),
+                    waited: start.elapsed(),
+                })
+            }
+        }
+    }
+
+    /// [`read`](Informer::read) with [`Freshness::Fresh`].
+    pub async fn fresh_snapshot(&self) -> freshness::Result<Snapshot<T, B>> {
+        self.read(Freshness::Fresh).await
+    }
+}
+
+/// Applies one batch to the store in one publication and builds the notifications.
+fn apply_batch<T: Send + Sync + 'static, B: Backend>(
+    writer: &mut Writer<T, B>,
+    access: ObjectAccess<T>,
+    batch: &PoppedBatch<T>,
+    rv: &mut RvTracker,
+    informer: &str,
+) -> (Vec<Note<T>>, u64) {
+    let mut notes = Vec::with_capacity(batch.deltas.len());
+    let mut wb = writer.batch();
+    for delta in &batch.deltas {
+        if delta.kind == DeltaType::Deleted {
+            wb.delete_key(&delta.key);
+            notes.push(Note {
+                notification: Notification::Delete { obj: delta.object.clone() },
+                sync: false,
+                initial: false,
+            });
+            continue;
+        }
+        let Some(obj) = delta.object.object() else { continue };
+        let old = wb.get_by_key(&delta.key).cloned();
+        if let Err(e) = wb.upsert(obj.clone()) {
+            tracing::error!(informer, key = %delta.key, error = %e, "cannot apply delta");
+            continue;
+        }
+        let new_rv = (access.resource_version)(obj).filter(|v| !v.is_empty());
+        let note = match old {
+            Some(old) => {
+                let same_rv = new_rv.is_some() && (access.resource_version)(&old) == new_rv;
+                Note {
+                    notification: Notification::Update { old, new: obj.clone() },
+                    sync: delta.kind == DeltaType::Sync || same_rv,
+                    initial: false,
+                }
+            }
+            None => Note {
+                notification: Notification::Add {
+                    obj: obj.clone(),
+                    is_in_initial_list: batch.is_in_initial_list,
+                },
+                sync: false,
+                initial: batch.is_in_initial_list,
+            },
+        };
+        notes.push(note);
+    }
+    if let Some(marker) = &batch.resource_version {
+        rv.offer(marker);
+    }
+    if let Some(text) = &rv.text {
+        wb.set_resource_version(text.clone());
+    }
+    wb.commit();
+    (notes, writer.snapshot().publication())
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Distributor<T, B> {
+    fn distribute(&mut self, publication: u64, notes: &[Note<T>]) {
+        for l in &self.listeners {
+            if publication <= l.start_after {
+                continue;
+            }
+            let syncing = self.syncing.contains(&l.id);
+            let mut initial = 0;
+            let msgs: Vec<Message<T, B>> = notes
+                .iter()
+                .filter(|n| !n.sync || syncing)
+                .map(|n| {
+                    if n.initial {
+                        initial += 1;
+                    }
+                    Message::Notify(n.notification.clone(), n.initial)
+                })
+                .collect();
+            if msgs.is_empty() {
+                continue;
+            }
+            if initial > 0 {
+                l.shared.pending_initial.fetch_add(initial, Ordering::AcqRel);
+            }
+            l.notifications.inc_by(msgs.len() as u64);
+            l.buffer.push_all(msgs);
+        }
+    }
+}
+
+async fn process_loop<T: Send + Sync + 'static, B: Backend>(shared: Arc<Shared<T, B>>) {
+    let mut rv = RvTracker::default();
+    let mut deltas_applied: u64 = 0;
+    loop {
+        let batch = match shared.queue.pop_batch(shared.max_batch).await {
+            Ok(batch) => batch,
+            Err(_) => break,
+        };
+        let started = Instant::now();
+        let (notes, publication) = {
+            let mut writer = lock(&shared.writer);
+            apply_batch(&mut writer, shared.access, &batch, &mut rv, &shared.name)
+        };
+        let published_at = Instant::now();
+        let applied = published_at - started;
+        deltas_applied += batch.deltas.len() as u64;
+        shared.progress.send_modify(|p| {
+            p.resource_version = rv.text.clone();
+            p.resource_version_num = rv.num;
+            p.publication = publication;
+            p.applied_through = batch.applied_through;
+            p.deltas_applied = deltas_applied;
+            p.published_at = published_at;
+        });
+        for d in &batch.deltas {
+            let staleness = published_at.saturating_duration_since(d.enqueued_at);
+            shared.metrics.staleness.observe(staleness.as_secs_f64());
+        }
+        if let Some(hook) = &shared.on_publish {
+            hook(&Published {
+                deltas: &batch.deltas,
+                publication,
+                resource_version: rv.text.as_deref(),
+                published_at,
+            });
+        }
+        lock(&shared.distributor).distribute(publication, &notes);
+        drop(notes);
+        shared.queue.done(&batch);
+        if !shared.synced.load(Ordering::Acquire) && shared.queue.has_synced() {
+            shared.synced.store(true, Ordering::Release);
+            shared.progress.send_modify(|p| p.synced = true);
+        }
+        let elapsed = started.elapsed();
+        let m = &shared.metrics;
+        m.batch_size.observe(batch.deltas.len() as f64);
+        m.batch_duration.observe(elapsed.as_secs_f64());
+        m.publications.inc();
+        m.deltas_applied.inc_by(batch.deltas.len() as u64);
+        if elapsed > shared.slow_batch {
+            let depth = shared.queue.len();
+            tracing::warn!(
+                informer = %shared.name,
+                batch_size = batch.deltas.len(),
+                queue_depth = depth,
+                depth_at_pop = batch.depth_after,
+                apply_ms = applied.as_secs_f64() * 1e3,
+                total_ms = elapsed.as_secs_f64() * 1e3,
+                "slow informer batch: apply, publish and distribute took longer than the threshold"
+            );
+        }
+        // Let other tasks on this runtime run between batches under sustained load.
+        tokio::task::yield_now().await;
+    }
+    wind_down(&shared);
+    tracing::debug!(informer = %shared.name, "processing loop ended: queue closed and drained");
+}
+
+/// After the last publication: handlers deliver what they have buffered and end, waiters
+/// learn that nothing more comes, the resync timer ends.
+fn wind_down<T: Send + Sync + 'static, B: Backend>(shared: &Shared<T, B>) {
+    shared.progress.send_modify(|p| p.stopped = true);
+    for l in &lock(&shared.distributor).listeners {
+        l.buffer.close(true);
+    }
+    shared.resync_changed.notify_one();
+}
+
+async fn resync_loop<T: Send + Sync + 'static, B: Backend>(shared: Arc<Shared<T, B>>) {
+    loop {
+        if shared.queue.is_closed() {
+            return;
+        }
+        let next = {
+            let dist = lock(&shared.distributor);
+            dist.listeners.iter().filter_map(|l| l.next_resync).min()
+        };
+        let changed = shared.resync_changed.notified();
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = changed => continue,
+                }
+            }
+            None => {
+                changed.await;
+                continue;
+            }
+        }
+        let now = tokio::time::Instant::now();
+        let due = {
+            let mut dist = lock(&shared.distributor);
+            let mut due = HashSet::new();
+            for l in &mut dist.listeners {
+                if let (Some(at), Some(period)) = (l.next_resync, l.resync_period)
+                    && at <= now
+                {
+                    due.insert(l.id);
+                    l.next_resync = Some(now + period);
+                }
+            }
+            if !due.is_empty() {
+                dist.syncing = due.clone();
+            }
+            due
+        };
+        if !due.is_empty()
+            && let Err(e) = shared.queue.resync()
+        {
+            tracing::debug!(informer = %shared.name, error = %e, "resync skipped");
+            return;
+        }
+    }
+}
+
+/// The state of all informers a factory starts, for `wait_for_cache_sync`.
+pub(crate) trait Control: Send + Sync {
+    fn name(&self) -> &str;
+    fn start(&self) -> Result<()>;
+    fn is_started(&self) -> bool;
+    fn has_synced(&self) -> bool;
+    fn shutdown(&self) -> crate::queue::BoxFuture<'_, ()>;
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Control for Informer<T, B> {
+    fn name(&self) -> &str {
+        Informer::name(self)
+    }
+    fn start(&self) -> Result<()> {
+        Informer::start(self)
+    }
+    fn is_started(&self) -> bool {
+        Informer::is_started(self)
+    }
+    fn has_synced(&self) -> bool {
+        Informer::has_synced(self)
+    }
+    fn shutdown(&self) -> crate::queue::BoxFuture<'_, ()> {
+        Box::pin(Informer::shutdown(self))
+    }
+}

@@ -1,0 +1,767 @@
+//! The shared informer: batch apply and publish, handler isolation, late registration, resync,
+//! has_synced, removal, the factory and metrics.
+
+mod common;
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use common::{Obj, access, eventually, key, labeled, obj};
+use snapinformer_core::{
+    DeltaObject, HandlerOptions, Informer, InformerFactory, Notification, QueueKind,
+};
+use snapinformer_store::{IndexFn, StoreBuilder};
+use tokio::time::timeout;
+
+/// What a recording handler saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Add(String, String, bool),
+    Update(String, String, String),
+    Delete(String, bool),
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+fn recorder() -> (Log, impl FnMut(&Notification<Obj>) + Send + 'static) {
+    let log: Log = Arc::default();
+    let l = log.clone();
+    let handler = move |n: &Notification<Obj>| {
+        let seen = match n {
+            Notification::Add { obj, is_in_initial_list } => {
+                Seen::Add(obj.name.clone(), obj.rv.clone(), *is_in_initial_list)
+            }
+            Notification::Update { old, new } => {
+                Seen::Update(new.name.clone(), old.rv.clone(), new.rv.clone())
+            }
+            Notification::Delete { obj } => Seen::Delete(
+                obj.object().map(|o| o.name.clone()).unwrap_or_default(),
+                obj.is_tombstone(),
+            ),
+        };
+        l.lock().unwrap().push(seen);
+    };
+    (log, handler)
+}
+
+fn len(log: &Log) -> usize {
+    log.lock().unwrap().len()
+}
+
+fn informer(kind: QueueKind) -> Informer<Obj> {
+    Informer::<Obj>::builder(access()).name("test").queue(kind).build().unwrap()
+}
+
+#[tokio::test]
+async fn batch_is_applied_and_published_once_then_distributed() {
+    for kind in [QueueKind::Real, QueueKind::Delta] {
+        let inf = informer(kind);
+        let (log, h) = recorder();
+        inf.add_event_handler(h).unwrap();
+        for i in 1..=100 {
+            inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+        }
+        inf.start().unwrap();
+        let snap = inf.wait_for("100", Duration::from_secs(5)).await.unwrap();
+        assert_eq!(snap.len(), 100);
+        assert_eq!(snap.publication(), 1, "{kind:?}: one batch, one publication");
+        assert_eq!(snap.resource_version(), Some("100"));
+        assert_eq!(inf.metrics().publications.get(), 1);
+        assert_eq!(inf.metrics().deltas_applied.get(), 100);
+        eventually("handler got 100 adds", || len(&log) == 100).await;
+        assert!(log.lock().unwrap().iter().all(|s| matches!(s, Seen::Add(_, _, false))));
+        assert!(inf.has_synced(), "an add before any replace counts as synced");
+        inf.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn notifications_carry_old_and_new_objects_and_tombstones() {
+    for kind in [QueueKind::Real, QueueKind::Delta] {
+        let inf = informer(kind);
+        let (log, h) = recorder();
+        inf.add_event_handler(h).unwrap();
+        inf.start().unwrap();
+        let q = inf.queue();
+        q.replace(vec![obj("a", 1), obj("b", 2)], "2").unwrap();
+        inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+        q.update(obj("a", 3)).unwrap();
+        q.delete(obj("a", 4)).unwrap();
+        inf.wait_for("4", Duration::from_secs(5)).await.unwrap();
+        q.replace(vec![], "5").unwrap(); // b vanished while the watch was down
+        let snap = inf.wait_for("5", Duration::from_secs(5)).await.unwrap();
+        assert!(snap.is_empty());
+        eventually("five notifications", || len(&log) == 5).await;
+        let mut got = log.lock().unwrap().clone();
+        got[..2].sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        assert_eq!(
+            got,
+            vec![
+                Seen::Add("a".into(), "1".into(), true),
+                Seen::Add("b".into(), "2".into(), true),
+                Seen::Update("a".into(), "1".into(), "3".into()),
+                Seen::Delete("a".into(), false),
+                Seen::Delete("b".into(), true),
+            ],
+            "{kind:?}"
+        );
+        inf.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_handler_delays_neither_the_store_nor_other_handlers() {
+    let inf = informer(QueueKind::Real);
+    let slow_calls = Arc::new(AtomicUsize::new(0));
+    let s = slow_calls.clone();
+    let slow = inf
+        .add_event_handler_with(
+            move |_: &Notification<Obj>| {
+                s.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(1500));
+            },
+            HandlerOptions::new().name("slow"),
+        )
+        .unwrap();
+    let (log, fast) = recorder();
+    inf.add_event_handler_with(fast, HandlerOptions::new().name("fast")).unwrap();
+    inf.start().unwrap();
+    let start = std::time::Instant::now();
+    for i in 1..=200 {
+        inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+        if i % 20 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let snap = inf.wait_for("200", Duration::from_secs(1)).await.expect("store held back");
+    assert_eq!(snap.len(), 200);
+    timeout(Duration::from_secs(1), async {
+        while len(&log) < 200 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the fast handler was held back by the slow one");
+    let elapsed = start.elapsed();
+    assert!(elapsed < Duration::from_millis(1400), "took {elapsed:?}");
+    assert_eq!(slow_calls.load(Ordering::SeqCst), 1, "the slow handler is still in its first call");
+    assert!(slow.buffer_depth() >= 150, "the slow handler's own buffer holds its backlog");
+    inf.remove_event_handler(&slow).unwrap();
+    assert_eq!(slow.buffer_depth(), 0, "removal drops the backlog");
+    inf.shutdown().await;
+}
+
+/// A handler that checks, per key, that it never sees a duplicate add, an update or delete for
+/// a key it does not hold, or an update whose old state is not the one it holds (a gap).
+#[derive(Default)]
+struct Model {
+    objects: HashMap<String, String>,
+    errors: Vec<String>,
+    /// Adds from the registration replay, and notifications of later changes.
+    replayed: usize,
+    live: usize,
+}
+
+fn model_handler(model: Arc<Mutex<Model>>) -> impl FnMut(&Notification<Obj>) + Send + 'static {
+    move |n: &Notification<Obj>| {
+        let mut m = model.lock().unwrap();
+        match n {
+            Notification::Add { is_in_initial_list: true, .. } => m.replayed += 1,
+            _ => m.live += 1,
+        }
+        match n {
+            Notification::Add { obj, .. } => {
+                if m.objects.insert(obj.name.clone(), obj.rv.clone()).is_some() {
+                    m.errors.push(format!("duplicate add of {}", obj.name));
+                }
+            }
+            Notification::Update { old, new } => {
+                match m.objects.insert(new.name.clone(), new.rv.clone()) {
+                    Some(held) if held == old.rv => {}
+                    other => m.errors.push(format!(
+                        "update of {} from {} but held {other:?} (gap)",
+                        new.name, old.rv
+                    )),
+                }
+            }
+            Notification::Delete { obj } => {
+                let name = obj.object().map(|o| o.name.clone()).unwrap_or_default();
+                if m.objects.remove(&name).is_none() {
+                    m.errors.push(format!("delete of {name} not held"));
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_handler_gets_snapshot_then_every_later_change_without_gap_or_duplicate() {
+    for kind in [QueueKind::Real, QueueKind::Delta] {
+        let inf = Informer::<Obj>::builder(access()).queue(kind).max_batch(64).build().unwrap();
+        inf.start().unwrap();
+        let producer = tokio::spawn({
+            let inf = inf.clone();
+            async move {
+                let q = inf.queue();
+                let mut written = HashMap::new();
+                let mut rv = 0;
+                for i in 0..3000u64 {
+                    rv += 1;
+                    q.add(obj(&format!("k{i}"), rv)).unwrap();
+                    written.insert(format!("k{i}"), rv.to_string());
+                    if i >= 10 {
+                        rv += 1;
+                        q.update(obj(&format!("k{}", i - 10), rv)).unwrap();
+                        written.insert(format!("k{}", i - 10), rv.to_string());
+                    }
+                    if i >= 20 && i % 7 == 0 {
+                        rv += 1;
+                        q.delete(obj(&format!("k{}", i - 20), rv)).unwrap();
+                        written.remove(&format!("k{}", i - 20));
+                    }
+                    if i % 50 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                (rv, written)
+            }
+        });
+        // Register handlers at different moments while the stream flows.
+        let mut models = Vec::new();
+        for round in 0..6 {
+            let model = Arc::new(Mutex::new(Model::default()));
+            let reg = inf
+                .add_event_handler_with(model_handler(model.clone()), HandlerOptions::new())
+                .unwrap();
+            models.push((reg, model));
+            tokio::time::sleep(Duration::from_millis(1 + round)).await;
+        }
+        let (last_rv, written) = producer.await.unwrap();
+        let snap = inf.wait_for(&last_rv.to_string(), Duration::from_secs(10)).await.unwrap();
+        let expected: HashMap<String, String> =
+            snap.iter().map(|o| (o.name.clone(), o.rv.clone())).collect();
+        assert!(expected == written, "{kind:?}: wait_for returned a snapshot missing writes");
+        for (i, (reg, model)) in models.iter().enumerate() {
+            timeout(Duration::from_secs(10), async {
+                while model.lock().unwrap().objects != expected
+                    && model.lock().unwrap().errors.is_empty()
+                {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| {
+                let m = model.lock().unwrap();
+                let mut diff: Vec<String> = Vec::new();
+                for (k, v) in &expected {
+                    if m.objects.get(k) != Some(v) {
+                        diff.push(format!("{k}: store {v} handler {:?}", m.objects.get(k)));
+                    }
+                }
+                for (k, v) in &m.objects {
+                    if !expected.contains_key(k) {
+                        diff.push(format!("{k}: store None handler {v}"));
+                    }
+                }
+                diff.truncate(10);
+                panic!(
+                    "{kind:?} handler {i} never caught up: replayed {} live {} diff {diff:?}",
+                    m.replayed, m.live
+                )
+            });
+            let m = model.lock().unwrap();
+            assert!(
+                m.errors.is_empty(),
+                "{kind:?} handler {i}: {:?}",
+                &m.errors[..m.errors.len().min(5)]
+            );
+            assert_eq!(m.objects, expected);
+            assert!(reg.has_synced());
+        }
+        assert!(
+            models.iter().any(|(_, m)| {
+                let m = m.lock().unwrap();
+                m.replayed > 0 && m.live > 0
+            }),
+            "{kind:?}: no handler registered mid-stream (replay and live changes)"
+        );
+        inf.shutdown().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn update_with_unchanged_resource_version_only_reaches_handlers_due_a_resync() {
+    let inf = informer(QueueKind::Real);
+    let (plain_log, plain) = recorder();
+    let (resync_log, resyncing) = recorder();
+    inf.add_event_handler_with(plain, HandlerOptions::new().name("plain")).unwrap();
+    inf.add_event_handler_with(
+        resyncing,
+        HandlerOptions::new().name("resyncing").resync_period(Duration::from_secs(30)),
+    )
+    .unwrap();
+    inf.start().unwrap();
+    inf.queue().replace(vec![obj("a", 1)], "1").unwrap();
+    assert!(inf.wait_for_sync(Duration::from_secs(5)).await);
+    eventually("initial adds", || len(&plain_log) == 1 && len(&resync_log) == 1).await;
+
+    // The same version again: a resync, and no handler is due one yet.
+    inf.queue().update(obj("a", 1)).unwrap();
+    // A real change: everyone.
+    inf.queue().update(obj("a", 2)).unwrap();
+    inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+    eventually("real update", || len(&plain_log) == 2 && len(&resync_log) == 2).await;
+    assert_eq!(plain_log.lock().unwrap()[1], Seen::Update("a".into(), "1".into(), "2".into()));
+
+    // The resync period elapses: only the resyncing handler gets the object again.
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    eventually("resync update", || len(&resync_log) == 3).await;
+    assert_eq!(resync_log.lock().unwrap()[2], Seen::Update("a".into(), "2".into(), "2".into()));
+    assert_eq!(len(&plain_log), 2);
+    inf.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_reaches_only_handlers_whose_period_elapsed() {
+    let inf = informer(QueueKind::Delta);
+    let (l10, h10) = recorder();
+    let (l25, h25) = recorder();
+    let (lnone, hnone) = recorder();
+    inf.add_event_handler_with(h10, HandlerOptions::new().resync_period(Duration::from_secs(10)))
+        .unwrap();
+    inf.add_event_handler_with(h25, HandlerOptions::new().resync_period(Duration::from_secs(25)))
+        .unwrap();
+    inf.add_event_handler(hnone).unwrap();
+    inf.start().unwrap();
+    inf.queue().replace(vec![obj("a", 1), obj("b", 1)], "1").unwrap();
+    assert!(inf.wait_for_sync(Duration::from_secs(1)).await);
+    eventually("initial adds", || len(&l10) == 2 && len(&l25) == 2 && len(&lnone) == 2).await;
+
+    let syncs = |l: &Log| {
+        l.lock().unwrap().iter().filter(|s| matches!(s, Seen::Update(_, a, b) if a == b)).count()
+    };
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    eventually("first resync of h10", || syncs(&l10) == 2).await;
+    assert_eq!((syncs(&l25), syncs(&lnone)), (0, 0));
+    tokio::time::sleep(Duration::from_secs(16)).await; // t = 26 s
+    eventually("h10 twice, h25 once", || syncs(&l10) == 4 && syncs(&l25) == 2).await;
+    assert_eq!(syncs(&lnone), 0);
+    inf.shutdown().await;
+}
+
+#[tokio::test]
+async fn handler_has_synced_only_after_handling_its_initial_notifications() {
+    let inf = informer(QueueKind::Real);
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let g = gate.clone();
+    let mut first = true;
+    let reg = inf
+        .add_event_handler(move |_: &Notification<Obj>| {
+            if std::mem::take(&mut first) {
+                g.wait();
+            }
+        })
+        .unwrap();
+    inf.start().unwrap();
+    inf.queue().replace(vec![obj("a", 1), obj("b", 2)], "2").unwrap();
+    assert!(inf.wait_for_sync(Duration::from_secs(5)).await);
+    assert!(!reg.has_synced(), "the handler is still in its first notification");
+    gate.wait();
+    assert!(reg.wait_synced(Duration::from_secs(5)).await);
+
+    // A late handler is synced once it has handled its replay.
+    let (log, h) = recorder();
+    let late = inf.add_event_handler(h).unwrap();
+    assert!(late.wait_synced(Duration::from_secs(5)).await);
+    let mut got = log.lock().unwrap().clone();
+    got.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    assert_eq!(
+        got,
+        vec![Seen::Add("a".into(), "1".into(), true), Seen::Add("b".into(), "2".into(), true)]
+    );
+    inf.shutdown().await;
+}
+
+#[tokio::test]
+async fn removed_handler_receives_nothing_more() {
+    let inf = informer(QueueKind::Real);
+    let (log, h) = recorder();
+    let reg = inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("a", 1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    eventually("first add", || len(&log) == 1).await;
+    inf.remove_event_handler(&reg).unwrap();
+    assert_eq!(inf.handler_count(), 0);
+    assert!(inf.remove_event_handler(&reg).is_err(), "removing twice is an error");
+    inf.queue().add(obj("b", 2)).unwrap();
+    inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(len(&log), 1);
+    inf.shutdown().await;
+}
+
+#[tokio::test]
+async fn handler_names_are_unique_and_a_panicking_handler_keeps_going() {
+    let inf = informer(QueueKind::Real);
+    inf.add_event_handler_with(|_: &Notification<Obj>| {}, HandlerOptions::new().name("x"))
+        .unwrap();
+    assert!(
+        inf.add_event_handler_with(|_: &Notification<Obj>| {}, HandlerOptions::new().name("x"))
+            .is_err()
+    );
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let reg = inf
+        .add_event_handler(move |n: &Notification<Obj>| {
+            s.fetch_add(1, Ordering::SeqCst);
+            if let Notification::Add { obj, .. } = n {
+                assert_ne!(obj.name, "boom", "handler bug");
+            }
+        })
+        .unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("boom", 1)).unwrap();
+    inf.queue().add(obj("fine", 2)).unwrap();
+    inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+    eventually("both handled", || seen.load(Ordering::SeqCst) == 2).await;
+    assert_eq!(reg.panics(), 1);
+    inf.shutdown().await;
+}
+
+#[tokio::test]
+async fn factory_shares_one_informer_per_resource_with_a_typed_lister() {
+    let registry = Arc::new(Mutex::new(prometheus_client::registry::Registry::default()));
+    let factory = InformerFactory::new().with_registry(registry.clone());
+    let build = || Informer::builder(access()).name("pods").build();
+    let a = factory.informer("pods", build).unwrap();
+    let b = factory
+        .informer("pods", || -> snapinformer_core::informer::Result<Informer<Obj>> {
+            panic!("built twice")
+        })
+        .unwrap();
+    let other = factory.informer::<String, snapinformer_store::Chunked>("pods", || unreachable!());
+    assert!(matches!(other, Err(snapinformer_core::factory::Error::TypeMismatch { .. })));
+    assert!(factory.get::<Obj, snapinformer_store::Chunked>("pods").is_some());
+
+    factory.start().unwrap();
+    a.queue()
+        .replace(
+            vec![labeled("web-1", 1, &[("app", "web")]), labeled("db-1", 2, &[("app", "db")])],
+            "2",
+        )
+        .unwrap();
+    let synced = factory.wait_for_cache_sync(Duration::from_secs(5)).await;
+    assert_eq!(synced.get("pods"), Some(&true));
+
+    // `b` is the same informer: it sees what was fed through `a`.
+    let lister = b.lister();
+    assert_eq!(lister.list().len(), 2);
+    assert_eq!(lister.get(&key("web-1")).unwrap().rv, "1");
+    assert_eq!(lister.list_by_labels(&[("app", "db")]).len(), 1);
+    let ns = lister.namespace("default");
+    assert_eq!(ns.list().len(), 2);
+    assert_eq!(ns.get("db-1").unwrap().rv, "2");
+    assert_eq!(ns.list_by_labels(&[("app", "web")]).len(), 1);
+    assert!(lister.namespace("other").list().is_empty());
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry.lock().unwrap()).unwrap();
+    for metric in [
+        "snapinformer_queue_depth{informer=\"pods\"} 0",
+        "snapinformer_lag_deltas{informer=\"pods\"} 0",
+        "snapinformer_lag_seconds{informer=\"pods\"}",
+        "snapinformer_publications_total{informer=\"pods\"} 1",
+        "snapinformer_batch_size_bucket",
+        "snapinformer_batch_duration_seconds_bucket",
+        "snapinformer_published_resource_version{informer=\"pods\"} 2",
+        "snapinformer_queue_producer_blocked_total",
+        "snapinformer_staleness_seconds_count{informer=\"pods\"} 2",
+    ] {
+        assert!(text.contains(metric), "missing {metric} in:\n{text}");
+    }
+    factory.shutdown().await;
+    assert!(factory.start().is_err());
+}
+
+#[tokio::test]
+async fn handler_buffer_depth_is_exported_per_handler() {
+    let inf = informer(QueueKind::Real);
+    let mut registry = prometheus_client::registry::Registry::default();
+    inf.register_metrics(&mut registry);
+    inf.add_event_handler_with(|_: &Notification<Obj>| {}, HandlerOptions::new().name("ctl"))
+        .unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("a", 1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    let text = snapinformer_core::metrics::encode_text(&registry).unwrap();
+    assert!(
+        text.contains("snapinformer_handler_buffer_depth{informer=\"test\",handler=\"ctl\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "snapinformer_handler_notifications_total{informer=\"test\",handler=\"ctl\"} 1"
+        ),
+        "{text}"
+    );
+    inf.shutdown().await;
+}
+
+#[tokio::test]
+async fn indexes_of_the_store_are_queryable_through_snapshots() {
+    let store = StoreBuilder::new(access()).index("app", IndexFn::label(access(), "app"));
+    let inf = snapinformer_core::InformerBuilder::with_store(store).build().unwrap();
+    inf.start().unwrap();
+    inf.queue().add(labeled("w1", 1, &[("app", "web")])).unwrap();
+    inf.queue().add(labeled("w2", 2, &[("app", "web")])).unwrap();
+    let snap = inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(snap.by_index("app", "web").unwrap().len(), 2);
+    inf.add_indexers(
+        snapinformer_store::Indexers::new().with("app2", IndexFn::label(access(), "app")),
+    )
+    .unwrap();
+    assert_eq!(inf.lister().by_index("app2", "web").unwrap().len(), 2);
+    assert!(inf.start().is_err(), "starting twice is an error");
+    inf.shutdown().await;
+    assert!(inf.queue().add(obj("late", 3)).is_err(), "a stopped informer's queue is closed");
+}
+
+#[tokio::test]
+async fn delete_notification_for_a_tombstone_carries_the_last_known_object() {
+    let inf = informer(QueueKind::Delta);
+    let got: Arc<Mutex<Option<DeltaObject<Obj>>>> = Arc::default();
+    let g = got.clone();
+    inf.add_event_handler(move |n: &Notification<Obj>| {
+        if let Notification::Delete { obj } = n {
+            *g.lock().unwrap() = Some(obj.clone());
+        }
+    })
+    .unwrap();
+    inf.start().unwrap();
+    inf.queue().replace(vec![obj("a", 7)], "7").unwrap();
+    inf.wait_for("7", Duration::from_secs(5)).await.unwrap();
+    inf.queue().replace(vec![], "8").unwrap();
+    inf.wait_for("8", Duration::from_secs(5)).await.unwrap();
+    eventually("delete seen", || got.lock().unwrap().is_some()).await;
+    match got.lock().unwrap().take().unwrap() {
+        DeltaObject::Tombstone(t) => {
+            assert_eq!(&*t.key, key("a"));
+            assert_eq!(t.obj.unwrap().rv, "7");
+        }
+        other => panic!("expected a tombstone, got {other:?}"),
+    }
+    inf.shutdown().await;
+}
+
+/// Collects the fields of every tracing event into a string per event.
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        let _ = write!(self.0, "{}={:?} ", field.name(), value);
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut f = Fields(String::new());
+        event.record(&mut f);
+        self.0.lock().unwrap().push(f.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test]
+async fn slow_batch_emits_a_trace_naming_batch_size_queue_depth_and_time() {
+    let events: Arc<Mutex<Vec<String>>> = Arc::default();
+    let _guard = tracing::subscriber::set_default(Capture(events.clone()));
+    let inf = Informer::<Obj>::builder(access())
+        .name("traced")
+        .slow_batch_threshold(Duration::ZERO)
+        .build()
+        .unwrap();
+    for i in 1..=3 {
+        inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+    }
+    inf.start().unwrap();
+    inf.wait_for("3", Duration::from_secs(5)).await.unwrap();
+    inf.shutdown().await;
+    let events = events.lock().unwrap();
+    let slow = events
+        .iter()
+        .find(|e| e.contains("slow informer batch"))
+        .unwrap_or_else(|| panic!("no slow-batch event in {events:?}"));
+    for field in ["informer=traced", "batch_size=3", "queue_depth=0", "total_ms="] {
+        assert!(slow.contains(field), "{field} missing in {slow}");
+    }
+}
+
+#[tokio::test]
+async fn dropping_the_last_informer_handle_stops_its_tasks_and_handlers() {
+    struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    for start in [true, false] {
+        let inf = informer(QueueKind::Real);
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = DropFlag(dropped.clone());
+        inf.add_event_handler(move |_: &Notification<Obj>| {
+            let _keep = &flag;
+        })
+        .unwrap();
+        if start {
+            inf.start().unwrap();
+        }
+        let queue = inf.queue().clone();
+        let mut rx = inf.subscribe();
+        let clone = inf.clone();
+        drop(inf);
+        assert!(!queue.is_closed(), "a clone is still alive");
+        drop(clone);
+        assert!(queue.is_closed());
+        timeout(Duration::from_secs(5), rx.wait_for(|p| p.stopped)).await.unwrap().unwrap();
+        eventually("handler thread ended", || dropped.load(Ordering::SeqCst)).await;
+    }
+}
+
+#[tokio::test]
+async fn handlers_cannot_be_added_after_shutdown() {
+    let inf = informer(QueueKind::Real);
+    inf.start().unwrap();
+    inf.shutdown().await;
+    let err = inf.add_event_handler(|_: &Notification<Obj>| {}).unwrap_err();
+    assert!(matches!(err, snapinformer_core::informer::Error::Stopped(_)), "{err}");
+    assert!(inf.start().is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neither_producers_nor_readers_wait_while_a_batch_is_applied() {
+    // An index function that is slow for one object makes applying its batch take 500 ms.
+    let slow_index = IndexFn::new(|o: &Obj| {
+        if o.name == "slow" {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        smallvec_of(&o.name)
+    });
+    let store = StoreBuilder::new(access()).index("name", slow_index);
+    let inf = snapinformer_core::InformerBuilder::with_store(store).build().unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("slow", 1)).unwrap();
+    eventually("the slow batch is in flight", || inf.queue().stats().in_flight == 1).await;
+
+    let start = std::time::Instant::now();
+    for i in 2..=1001 {
+        inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+        let snap = inf.snapshot();
+        assert!(snap.len() <= 1001);
+    }
+    let elapsed = start.elapsed();
+    assert!(inf.queue().stats().in_flight == 1, "the slow batch should still be applying");
+    assert!(elapsed < Duration::from_millis(150), "1000 adds and reads took {elapsed:?}");
+    inf.wait_for("1001", Duration::from_secs(5)).await.unwrap();
+    inf.shutdown().await;
+}
+
+fn smallvec_of(s: &str) -> snapinformer_store::IndexValues<'_> {
+    std::iter::once(std::borrow::Cow::Borrowed(s)).collect()
+}
+
+#[tokio::test]
+async fn a_backlog_is_applied_in_batches_of_max_batch_deltas() {
+    for kind in [QueueKind::Real, QueueKind::Delta] {
+        let hooked = Arc::new(AtomicUsize::new(0));
+        let h = hooked.clone();
+        let inf = Informer::<Obj>::builder(access())
+            .queue(kind)
+            .max_batch(1000)
+            .on_publish(move |p| {
+                assert!(p.deltas.iter().all(|d| d.enqueued_at <= p.published_at));
+                h.fetch_add(p.deltas.len(), Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        for i in 1..=20_000 {
+            inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+        }
+        let start = std::time::Instant::now();
+        inf.start().unwrap();
+        let snap = inf.wait_for("20000", Duration::from_secs(20)).await.unwrap();
+        let elapsed = start.elapsed();
+        assert_eq!(snap.len(), 20_000);
+        assert_eq!(snap.publication(), 20, "{kind:?}: 20 batches of 1000, one publication each");
+        assert_eq!(inf.metrics().deltas_applied.get(), 20_000);
+        assert_eq!(hooked.load(Ordering::SeqCst), 20_000, "the publish hook saw every delta");
+        eprintln!("{kind:?}: 20k deltas applied in {elapsed:?} (debug build)");
+        inf.shutdown().await;
+    }
+}
+
+#[test]
+fn handler_threads_end_when_the_runtime_running_the_informer_is_dropped() {
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let flag = DropFlag(dropped.clone());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let inf = rt.block_on(async {
+        let inf = informer(QueueKind::Real);
+        inf.add_event_handler(move |_: &Notification<Obj>| {
+            let _keep = &flag;
+        })
+        .unwrap();
+        inf.start().unwrap();
+        inf.queue().add(obj("a", 1)).unwrap();
+        inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+        inf
+    });
+    // The processing loop dies with its runtime, without winding down.
+    drop(rt);
+    drop(inf);
+    let start = std::time::Instant::now();
+    while !dropped.load(Ordering::SeqCst) {
+        assert!(start.elapsed() < Duration::from_secs(5), "handler thread still running");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[tokio::test]
+async fn empty_initial_list_without_a_version_syncs_the_informer_and_its_handlers() {
+    for kind in [QueueKind::Real, QueueKind::Delta] {
+        let inf = informer(kind);
+        let (log, h) = recorder();
+        let reg = inf.add_event_handler(h).unwrap();
+        inf.start().unwrap();
+        inf.queue().replace(Vec::new(), "").unwrap();
+        assert!(inf.wait_for_sync(Duration::from_secs(10)).await, "{kind:?}: informer synced");
+        eventually("handler synced", || reg.has_synced()).await;
+        assert_eq!(len(&log), 0);
+        assert!(inf.snapshot().is_empty());
+        inf.shutdown().await;
+    }
+}
