@@ -82,8 +82,8 @@ fn build() {
 }
 
 /// A state directory under the target directory, named after the test binary, the cluster and
-/// this process. Directories of earlier runs whose process is gone are removed first (only
-/// ones this harness named).
+/// this process. Directories of earlier runs whose process is gone are stopped (their
+/// watchdog may still be at it) and removed first (only ones this harness named).
 fn state_dir(name: &str) -> PathBuf {
     let binary = std::env::current_exe()
         .ok()
@@ -100,7 +100,18 @@ fn state_dir(name: &str) -> PathBuf {
             };
             let stale = pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists();
             if stale && entry.path().join("cluster.env").exists() {
-                let _ = std::fs::remove_dir_all(entry.path());
+                let stopped = Command::new("bash")
+                    .arg(script())
+                    .arg("stop")
+                    .arg("--dir")
+                    .arg(entry.path())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                if stopped.is_ok_and(|s| s.success()) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
             }
         }
     }
