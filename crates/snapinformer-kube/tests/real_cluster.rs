@@ -123,7 +123,7 @@ async fn initial_list_then_churn(cluster: &RealCluster, n: usize, sync: SyncBy) 
     assert_eq!(state.len(), n + 1 + 100 - 100 - 50);
     assert_handler_converges("after churn", &model, &namespace, &state).await;
     assert_eq!(deletes(&model), (150, 0), "every delete was seen as a delete event");
-    let status = informer.reflector_status();
+    let status = settled(&informer).await;
     assert_eq!(status.stats.lists, 1, "no relist: {status:?}");
     assert_eq!(status.stats.expired, 0, "{status:?}");
     informer.shutdown().await;
@@ -160,11 +160,7 @@ async fn streaming_list(cluster: &RealCluster, sync: SyncBy) {
     create_pods(&api, &initial).await;
     create_pods(&api, &[SENTINEL.to_owned()]).await;
     let (informer, model) = pod_informer(&client, &namespace, config().watch_list(true)).await;
-    // The reflector counts the list just after queueing it: the informer may sync first.
-    let inf = &informer;
-    eventually(10, "the streaming list is counted", || inf.reflector_status().stats.lists == 1)
-        .await;
-    let status = informer.reflector_status();
+    let status = settled(&informer).await;
     assert_eq!(
         (status.stats.streaming_lists, status.stats.watch_list_fallbacks, status.stats.list_pages),
         (1, 0, 0),
@@ -174,7 +170,7 @@ async fn streaming_list(cluster: &RealCluster, sync: SyncBy) {
     assert_eq!(state.len(), 301);
     let state = churn(&informer, &api, &namespace, &initial, sync).await;
     assert_handler_converges("streaming list churn", &model, &namespace, &state).await;
-    let status = informer.reflector_status();
+    let status = settled(&informer).await;
     assert_eq!(status.stats.lists, 1, "no relist: {status:?}");
     informer.shutdown().await;
 }
@@ -200,7 +196,7 @@ async fn bookmarks_bring_a_quiet_informer_up_to_the_servers_version() {
     let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     create_pods(&api, &names("p", 0..20)).await;
     let (informer, _model) = pod_informer(&client, &namespace, config()).await;
-    let before = informer.reflector_status().stats;
+    let before = settled(&informer).await.stats;
 
     // A write to another resource moves etcd's revision on; no pod changes.
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
@@ -217,7 +213,7 @@ async fn bookmarks_bring_a_quiet_informer_up_to_the_servers_version() {
     let state =
         assert_matches_server("bookmarks", &informer, &api, &namespace, SyncBy::Bookmark).await;
     assert_eq!(state.len(), 20);
-    let after = informer.reflector_status().stats;
+    let after = settled(&informer).await.stats;
     assert!(after.bookmarks > before.bookmarks, "bookmarks arrived: {before:?} -> {after:?}");
     assert_eq!(after.watch_events, before.watch_events, "no pod event on the way");
     assert!(informer.progress().resource_version_num.unwrap() >= cm_rv);

@@ -33,6 +33,7 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 use snapinformer_core::Informer;
+use snapinformer_kube::{KubeInformer, ListWatch, Phase, ReflectorStatus};
 
 /// The environment variable that turns a skip into a failure.
 pub const REQUIRE_ENV: &str = "SNAPINFORMER_REQUIRE_REAL_CLUSTER";
@@ -205,11 +206,6 @@ impl RealCluster {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
-    /// The state directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// `https://127.0.0.1:<port>`.
     pub fn apiserver_url(&self) -> &str {
         &self.env["REAL_CLUSTER_APISERVER_URL"]
@@ -238,13 +234,6 @@ impl RealCluster {
     /// An admin client with kube's defaults.
     pub async fn client(&self) -> kube::Client {
         kube::Client::try_from(self.config().await).expect("a kube client")
-    }
-
-    /// An admin client without kube's own retries, so that the reflector sees every failure.
-    pub async fn client_without_retries(&self) -> kube::Client {
-        let mut config = self.config().await;
-        config.default_retry = false;
-        kube::Client::try_from(config).expect("a kube client")
     }
 
     /// Stops kube-apiserver and starts it again on the same etcd and port; returns once it is
@@ -560,14 +549,25 @@ pub fn deletes(model: &crate::common::SharedModel) -> (u64, u64) {
     (m.deletes, m.tombstones)
 }
 
-/// Polls `cond` every 50 ms until it holds, for at most `secs` seconds.
-pub async fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !cond() {
+/// The reflector's status once it is watching again. The reflector counts a list just after
+/// queueing it (and records its phase after each step), so the informer can have synced, or
+/// published a relist, a moment before the status says so; a reflector that is watching has
+/// finished its last list.
+pub async fn settled<K, L>(informer: &KubeInformer<K, L>) -> ReflectorStatus
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    L: ListWatch<K>,
+{
+    let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
+    loop {
+        let status = informer.reflector_status();
+        if status.phase == Phase::Watching {
+            return status;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out after {secs}s waiting for: {what}"
+            "the reflector is not watching after {SYNC_TIMEOUT:?}: {status:?}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
