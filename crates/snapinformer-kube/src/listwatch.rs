@@ -106,12 +106,27 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let request = kube::core::Request::new(api.resource_url());
-    let mut request = if K::metadata_api() {
+    let request = if K::metadata_api() {
         request.watch_metadata(params, resource_version)
     } else {
         request.watch(params, resource_version)
     }
     .map_err(kube::Error::BuildRequest)?;
+    watch_request(api.clone().into_client(), request, max_line).await
+}
+
+/// Sends a watch `request` (built with [`kube::core::Request::watch`]) through `client` and
+/// decodes its events as `K`, reading at most `max_line` bytes of any line (see
+/// [`MAX_WATCH_LINE_BYTES`]). What the [`ListWatch`] of `kube::Api` does, for implementations
+/// whose objects decode themselves (for example compact objects) rather than through `Api<K>`.
+pub async fn watch_request<K>(
+    client: kube::Client,
+    mut request: http::Request<Vec<u8>>,
+    max_line: usize,
+) -> Result<WatchStream<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned + Send + 'static,
+{
     request.extensions_mut().insert("watch");
     // As kube does for watches: no compression, so that each event can be read as it arrives.
     request
@@ -119,7 +134,7 @@ where
         .entry(http::header::ACCEPT_ENCODING)
         .or_insert(http::HeaderValue::from_static("identity"));
     // `request_stream` answers an HTTP error status with `kube::Error::Api`, like `Api::watch`.
-    let body = api.clone().into_client().request_stream(request).await?;
+    let body = client.request_stream(request).await?;
     Ok(watch_events(body, max_line).boxed())
 }
 
@@ -258,6 +273,30 @@ async fn list_at_zero<K>(api: &Api<K>, params: &ListParams) -> Result<ObjectList
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    list_request(api.clone().into_client(), api.resource_url(), params).await
+}
+
+/// Lists `url` (a collection's path, as `kube::Api::resource_url` gives it) through `client`
+/// with `params`, decoding the items as `K`. Unlike `kube::Api::list` it sends
+/// `resourceVersion=0` together with a `limit`, as client-go does (so that the API server
+/// answers from its watch cache); otherwise the same request. For [`ListWatch`]
+/// implementations whose objects decode themselves (for example compact objects).
+pub async fn list_request<K>(
+    client: kube::Client,
+    url: &str,
+    params: &ListParams,
+) -> Result<ObjectList<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned,
+{
+    if params.resource_version.as_deref() != Some("0")
+        || params.limit.is_none()
+        || params.continue_token.is_some()
+    {
+        let request =
+            kube::core::Request::new(url).list(params).map_err(kube::Error::BuildRequest)?;
+        return client.request::<ObjectList<K>>(request).await;
+    }
     let mut query = Vec::new();
     if let Some(labels) = &params.label_selector {
         query.push(format!("labelSelector={}", encode(labels)));
@@ -269,9 +308,9 @@ where
         query.push(format!("limit={limit}"));
     }
     query.push("resourceVersion=0".to_owned());
-    let url = format!("{}?{}", api.resource_url(), query.join("&"));
+    let url = format!("{url}?{}", query.join("&"));
     let request = http::Request::get(url).body(Vec::new()).map_err(kube::Error::HttpError)?;
-    api.clone().into_client().request::<ObjectList<K>>(request).await
+    client.request::<ObjectList<K>>(request).await
 }
 
 /// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
