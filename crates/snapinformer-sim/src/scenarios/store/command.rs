@@ -142,7 +142,7 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     bar.finish_and_clear();
     let aggregated = aggregate_reports(&runs).map_err(|e| e.to_string())?;
     let mut report = aggregated.median;
-    report.targets = all_targets(&report.rows, params.open_loop);
+    report.targets = all_targets(&report.rows, &params);
     report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
     println!("{}", report::table(&report));
     let json_path = args.out.join("report.json");
@@ -169,11 +169,12 @@ fn check_locks() -> LockCheck {
 
 fn all_targets(
     rows: &[StoreRowReport],
-    open_loop: bool,
+    p: &StoreParams,
 ) -> Vec<crate::harness::report::TargetCheck> {
     rows.iter()
         .filter(|r| CacheKind::parse(&r.name).is_some_and(CacheKind::is_ours))
-        .flat_map(|r| report::targets(rows, &r.name, open_loop))
+        .flat_map(|r| report::targets(rows, &r.name, p.open_loop))
+        .chain(report::compact_targets(rows, p.objects))
         .collect()
 }
 
@@ -188,7 +189,7 @@ fn assemble(
         scenario: "store".into(),
         params: params.clone(),
         environment: Environment::capture(started_at.to_owned(), allocator),
-        targets: all_targets(&rows, params.open_loop),
+        targets: all_targets(&rows, params),
         rows,
         lock_check,
         repeat: None,

@@ -5,9 +5,11 @@
 //! 1. **memory**: build the cache from `objects` pods; measure heap (objects and structure
 //!    separately); then a reader holds a full read while every pod is updated once, and the
 //!    structure is measured again while held and after release.
-//! 2. **read costs**: each read alone on one thread, no writer: owned results for every row,
-//!    and borrowed ones beside them where the cache can lend; and the cost of the `Arc` clones
-//!    an owned result makes, against copying plain pointers (what Go's lists do).
+//! 2. **read costs**: each read alone on one thread, no writer: owned results for every row (in
+//!    the row's own object form: `Arc<CompactPod>` clones for `snapshot-compact`), and borrowed
+//!    ones beside them where the cache can lend, with a borrowed scan of two hot fields of every
+//!    pod; and the cost of the `Arc` clones an owned result makes, against copying plain
+//!    pointers (what Go's lists do).
 //! 3. **saturation**: `updates` pod updates applied as fast as the writer can, in batches of up
 //!    to 1000 (what a saturated queue hands over), with no readers, then again with the readers.
 //! 4. **open loop**: updates *arrive* at `rate` per second on a fixed schedule whatever the writer
@@ -18,7 +20,9 @@
 //!    ([`sweep`]).
 //!
 //! Heap and RSS are sampled every 100 ms through every phase ([`MemoryTrace`]); the update
-//! pools the harness generates are part of the heap, the same for every row.
+//! pools the harness generates are part of the heap, the same for every row. Pools and the
+//! initial population are generated in the form the row holds pods ([`CacheKind::objects`]:
+//! compact pods for `snapshot-compact`), from the same pods and update plans for every row.
 //!
 //! Placement ([`Placement`]): unpinned by default, writer and readers anywhere; pinned puts the
 //! writer on the first core and the readers on the last.
@@ -45,9 +49,10 @@ use crate::{
         stats::Summary,
     },
     pods::{self, NAMESPACE, Shape},
-    rows::{CacheKind, CacheReader, CacheWriter},
+    rows::{CacheKind, CacheReader, CacheWriter, Objects},
 };
 use readers::Readers;
+use snapinformer_compact::CompactPod;
 use sweep::SweepPoint;
 
 /// Largest batch the writer takes at once (client-go 1.35's batch limit).
@@ -120,6 +125,10 @@ pub struct ReadCosts {
     pub owner_us: f64,
     /// Owner-UID lookup, borrowed (ours only).
     pub owner_borrowed_us: Option<f64>,
+    /// A scan of every pod reading its node name and phase (how many pods of one node run),
+    /// borrowed (ours only).
+    #[serde(default)]
+    pub hot_scan_borrowed_us: Option<f64>,
     /// Cloning (and later dropping) the `Arc` of each object of a full list: the atomic
     /// increment and decrement an owned read pays per object and Go's pointer copy does not,
     /// nanoseconds per object.
@@ -179,12 +188,18 @@ fn heap_now(heap: &dyn HeapMeter) -> u64 {
 }
 
 /// Applies `pool` as a saturated queue hands it over: batches of up to [`MAX_BATCH`].
-fn apply_all(store: &mut dyn CacheWriter, pool: Vec<Arc<Pod>>) {
-    let mut pool = pool.into_iter().peekable();
-    while pool.peek().is_some() {
-        let batch: Vec<Arc<Pod>> = pool.by_ref().take(MAX_BATCH).collect();
-        store.apply(batch, &mut |_, _| {});
+fn apply_all(store: &mut dyn CacheWriter, pool: Objects) {
+    let mut pool = pool.into_batches();
+    while pool.remaining() > 0 {
+        store.apply_objects(pool.take(MAX_BATCH), &mut |_, _| {});
     }
+}
+
+/// [`pods::updates`] in the form row `kind` holds pods: `count` updates of random pods (the
+/// same plan for every row) with resource versions from `first_rv`.
+pub fn updates(kind: CacheKind, shape: &Shape, count: usize, first_rv: u64, seed: u64) -> Objects {
+    let plan = pods::update_plan(shape, count, seed);
+    kind.objects(count, |u| pods::make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
 }
 
 /// Runs every phase for one in-process row.
@@ -207,7 +222,7 @@ pub fn run_row(
     let cores = p.placement.cores();
     pin(cores.writer);
     log("saturation: generating updates");
-    let pool = pods::updates(&shape, p.updates, next_rv, 7);
+    let pool = updates(kind, &shape, p.updates, next_rv, 7);
     next_rv += p.updates as u64;
     log("saturation: applying without readers");
     let t = Instant::now();
@@ -215,7 +230,7 @@ pub fn run_row(
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
 
     log("saturation: generating updates");
-    let pool = pods::updates(&shape, p.updates, next_rv, 11);
+    let pool = updates(kind, &shape, p.updates, next_rv, 11);
     next_rv += p.updates as u64;
     log("saturation: applying with readers");
     let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
@@ -227,7 +242,7 @@ pub fn run_row(
     if p.open_loop {
         let count = (p.rate as f64 * p.duration_s) as usize;
         log(&format!("open loop: generating {count} updates"));
-        let pool = pods::updates(&shape, count, next_rv, 13);
+        let pool = updates(kind, &shape, count, next_rv, 13);
         next_rv += count as u64;
         log(&format!(
             "open loop: {} updates/s for {:.0}s with {} readers",
@@ -250,6 +265,7 @@ pub fn run_row(
 
     for (i, &rate) in p.sweep.iter().enumerate() {
         let load = sweep::Load {
+            kind,
             shape: &shape,
             readers: p.readers,
             duration_s: p.sweep_duration_s,
@@ -279,12 +295,15 @@ fn memory_phase(
     let mut next_rv = shape.total() as u64 + 1;
     log("memory: generating pods");
     let h0 = heap.current();
-    let initial = pods::initial_pods(shape);
+    let initial =
+        kind.objects(shape.total(), |i| pods::make_pod(shape, i, i as u64 + 1, i % shape.nodes));
     let h1 = heap.current();
     let sample = initial.len().min(100);
-    let json_bytes: u64 = initial[..sample]
-        .iter()
-        .map(|p| serde_json::to_vec(&**p).map(|v| v.len() as u64).unwrap_or(0))
+    let json_bytes: u64 = (0..sample)
+        .map(|i| {
+            let pod = pods::make_pod(shape, i, i as u64 + 1, i % shape.nodes);
+            serde_json::to_vec(&pod).map(|v| v.len() as u64).unwrap_or(0)
+        })
         .sum();
     report.memory.json_bytes_per_object = json_bytes / sample.max(1) as u64;
     log("memory: building the store");
@@ -300,9 +319,9 @@ fn memory_phase(
     report.memory.structure_per_entry_idle = h2.saturating_sub(h1) as f64 / n;
 
     log("memory: updating every pod while a reader holds an old read");
-    let pool: Vec<Arc<Pod>> = (0..shape.total())
-        .map(|i| Arc::new(pods::make_pod(shape, i, next_rv + i as u64, (i + 1) % shape.nodes)))
-        .collect();
+    let pool = kind.objects(shape.total(), |i| {
+        pods::make_pod(shape, i, next_rv + i as u64, (i + 1) % shape.nodes)
+    });
     next_rv += shape.total() as u64;
     let h3 = heap.current();
     let pool_bytes = h3.saturating_sub(h2);
@@ -332,18 +351,20 @@ fn median_us(runs: usize, mut f: impl FnMut()) -> f64 {
     t[t.len() / 2]
 }
 
-/// Phase 2: each read alone on this thread, owned and (where the cache can) borrowed, and the
-/// cost of an `Arc` clone against a pointer copy.
+/// Phase 2: each read alone on this thread, owned (in the row's own object form) and, where
+/// the cache can, borrowed; the borrowed hot-field scan; and the cost of an `Arc` clone against
+/// a pointer copy.
 pub fn read_costs(reader: &dyn CacheReader, shape: &Shape) -> ReadCosts {
     let owner = pods::owner_uid(shape.owners / 2);
     let set = format!("web-{}", shape.owners / 2);
+    let node = pods::node_name(shape.nodes / 2);
     let list_runs = (2_000_000 / shape.total().max(1)).clamp(5, 200);
     let mut c = ReadCosts {
-        list_us: median_us(list_runs, || drop(std::hint::black_box(reader.list_all()))),
+        list_us: median_us(list_runs, || drop(std::hint::black_box(reader.list_all_owned()))),
         ns_list_us: median_us(list_runs, || {
-            drop(std::hint::black_box(reader.list_namespace_selector(NAMESPACE, "app", &set)))
+            drop(std::hint::black_box(reader.list_namespace_selector_owned(NAMESPACE, "app", &set)))
         }),
-        owner_us: median_us(200, || drop(std::hint::black_box(reader.by_owner(&owner)))),
+        owner_us: median_us(200, || drop(std::hint::black_box(reader.by_owner_owned(&owner)))),
         ..ReadCosts::default()
     };
     if let Some(b) = reader.borrowed() {
@@ -356,18 +377,36 @@ pub fn read_costs(reader: &dyn CacheReader, shape: &Shape) -> ReadCosts {
         c.owner_borrowed_us = Some(median_us(200, || {
             std::hint::black_box(b.by_owner_refs(&owner));
         }));
+        c.hot_scan_borrowed_us = Some(median_us(list_runs, || {
+            std::hint::black_box(b.hot_scan_refs(&node));
+        }));
     }
-    let all = reader.list_all();
-    let n = all.len().max(1) as f64;
-    c.arc_clone_ns_per_object = median_us(list_runs, || {
-        let copy: Vec<Arc<Pod>> = all.to_vec();
-        drop(std::hint::black_box(copy));
-    }) * 1000.0
-        / n;
-    c.pointer_copy_ns_per_object = median_us(list_runs, || {
-        let copy: Vec<&Pod> = all.iter().map(|p| &**p).collect();
-        drop(std::hint::black_box(copy));
-    }) * 1000.0
-        / n;
+    let (clone_us, copy_us, n) = match reader.list_all_owned() {
+        Objects::Pods(all) => (
+            median_us(list_runs, || {
+                let copy: Vec<Arc<Pod>> = all.to_vec();
+                drop(std::hint::black_box(copy));
+            }),
+            median_us(list_runs, || {
+                let copy: Vec<&Pod> = all.iter().map(|p| &**p).collect();
+                drop(std::hint::black_box(copy));
+            }),
+            all.len(),
+        ),
+        Objects::Compact(all) => (
+            median_us(list_runs, || {
+                let copy: Vec<Arc<CompactPod>> = all.to_vec();
+                drop(std::hint::black_box(copy));
+            }),
+            median_us(list_runs, || {
+                let copy: Vec<&CompactPod> = all.iter().map(|p| &**p).collect();
+                drop(std::hint::black_box(copy));
+            }),
+            all.len(),
+        ),
+    };
+    let n = n.max(1) as f64;
+    c.arc_clone_ns_per_object = clone_us * 1000.0 / n;
+    c.pointer_copy_ns_per_object = copy_us * 1000.0 / n;
     c
 }

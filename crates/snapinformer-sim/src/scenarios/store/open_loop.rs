@@ -1,15 +1,15 @@
 //! The open loop: updates arrive on a fixed schedule whatever the writer does.
 
 use std::{
-    sync::Arc,
     thread,
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::MAX_BATCH;
-use crate::{harness::stats::Latency, rows::CacheWriter};
+use crate::{
+    harness::stats::Latency,
+    rows::{CacheWriter, Objects},
+};
 
 /// What one open-loop phase measured.
 pub struct OpenLoop {
@@ -28,9 +28,9 @@ pub struct OpenLoop {
 /// Applies `pool` as it arrives at `rate` per second. Update `i` arrives at `start + i / rate`,
 /// whether or not the writer kept up (open loop); the writer takes what has arrived, up to
 /// [`MAX_BATCH`] at a time.
-pub fn run(store: &mut dyn CacheWriter, pool: Vec<Arc<Pod>>, rate: u64) -> OpenLoop {
+pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
     let total = pool.len();
-    let mut pool = pool.into_iter();
+    let mut pool = pool.into_batches();
     let ns_per = 1e9 / rate.max(1) as f64;
     let arrival =
         |start: Instant, i: usize| start + Duration::from_nanos((i as f64 * ns_per) as u64);
@@ -61,7 +61,7 @@ pub fn run(store: &mut dyn CacheWriter, pool: Vec<Arc<Pod>>, rate: u64) -> OpenL
         let n = (arrived - visible).min(MAX_BATCH);
         let first = visible;
         let mut recorded = 0;
-        store.apply(pool.by_ref().take(n).collect(), &mut |done, at| {
+        store.apply_objects(pool.take(n), &mut |done, at| {
             for i in recorded..done {
                 staleness.record(at.saturating_duration_since(arrival(start, first + i)));
             }

@@ -46,8 +46,8 @@ pub struct Readers {
 
 impl Readers {
     /// Starts `n` reader threads. Each repeats a namespace list with a label selector, a full
-    /// list and an owner-UID lookup, every result owned (copied `Arc`s, as client-go copies
-    /// pointers), and after each operation that took `d` sleeps `d * (n - 1)` (at least 1 ms),
+    /// list and an owner-UID lookup, every result owned (copied `Arc`s of the row's own objects,
+    /// as client-go copies pointers), and after each operation that took `d` sleeps `d * (n - 1)` (at least 1 ms),
     /// so that together they keep at most about one core busy, whatever the cache; when `core`
     /// is given they are also pinned to it.
     pub fn start(
@@ -74,13 +74,13 @@ impl Readers {
                             let owner = rng.below(owners);
                             let t = Instant::now();
                             let got = match op % 3 {
-                                0 => reader.list_namespace_selector(
+                                0 => reader.list_namespace_selector_owned(
                                     NAMESPACE,
                                     "app",
                                     &format!("web-{owner}"),
                                 ),
-                                1 => reader.list_all(),
-                                _ => reader.by_owner(&pods::owner_uid(owner)),
+                                1 => reader.list_all_owned(),
+                                _ => reader.by_owner_owned(&pods::owner_uid(owner)),
                             };
                             let d = t.elapsed();
                             drop(std::hint::black_box(got));

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use super::{MAX_BATCH, open_loop, readers::Readers};
 use crate::{
     harness::{PhaseLog, stats::Summary},
-    pods::{self, Shape},
-    rows::{CacheReader, CacheWriter},
+    pods::Shape,
+    rows::{CacheKind, CacheReader, CacheWriter},
 };
 
 /// Staleness p99 at or above this is not sustainable, microseconds.
@@ -58,6 +58,8 @@ pub fn highest_sustainable_rate(points: &[SweepPoint]) -> Option<u64> {
 
 /// The load of every point of a sweep.
 pub struct Load<'a> {
+    /// The row (its updates are generated in the form it holds pods).
+    pub kind: CacheKind,
     /// The population.
     pub shape: &'a Shape,
     /// Reader threads.
@@ -81,7 +83,7 @@ pub fn point(
 ) -> SweepPoint {
     let count = ((rate as f64 * load.duration_s) as usize).max(1);
     log(&format!("sweep {rate}/s: generating {count} updates"));
-    let pool = pods::updates(load.shape, count, first_rv, load.seed);
+    let pool = super::updates(load.kind, load.shape, count, first_rv, load.seed);
     log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
     let readers = Readers::start(reader.clone(), load.readers, load.shape, load.reader_core);
     let ol = open_loop::run(store, pool, rate);
