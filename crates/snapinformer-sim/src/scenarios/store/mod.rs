@@ -25,7 +25,11 @@
 //! compact pods for `snapshot-compact`), from the same pods and update plans for every row.
 //!
 //! Placement ([`Placement`]): unpinned by default, writer and readers anywhere; pinned puts the
-//! writer on the first core and the readers on the last.
+//! writer on the first core and the readers on the last. The writer's priority
+//! ([`WriterPriority`]) in the open loop and the sweep is normal by default; real-time takes the
+//! machine's other load out of the staleness figures (a diagnostic). Either way the open loop
+//! records where the writer's time went ([`open_loop::WriterTime`]): applying, sleeping for
+//! arrivals, on a CPU, waiting for a core.
 
 pub mod command;
 pub mod open_loop;
@@ -45,7 +49,8 @@ use crate::{
     harness::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler, MemoryTrace, settled},
-        placement::{Placement, pin},
+        placement::{Placement, WriterPriority, pin},
+        sched::ThreadSched,
         stats::Summary,
     },
     pods::{self, NAMESPACE, Shape},
@@ -81,6 +86,9 @@ pub struct StoreParams {
     /// Where writer and readers run.
     #[serde(default)]
     pub placement: Placement,
+    /// How the writer is scheduled in the open loop and the sweep.
+    #[serde(default)]
+    pub writer_priority: WriterPriority,
     /// Offered rates of the sweep (empty: no sweep).
     #[serde(default)]
     pub sweep: Vec<u64>,
@@ -147,6 +155,13 @@ pub struct StoreRowReport {
     pub apply_per_s: f64,
     /// Saturation throughput with the paced readers running.
     pub apply_per_s_with_readers: f64,
+    /// The writer thread's CPU time per update in saturation without readers, microseconds
+    /// (unlike the rate, not lowered by waiting for a core on a busy machine).
+    #[serde(default)]
+    pub apply_cpu_us_per_update: Option<f64>,
+    /// The same with the paced readers running.
+    #[serde(default)]
+    pub apply_cpu_us_per_update_with_readers: Option<f64>,
     /// Open-loop staleness (scheduled arrival to visibility), microseconds.
     pub staleness_us: Summary,
     /// Largest queue depth in the open loop.
@@ -180,6 +195,9 @@ pub struct StoreRowReport {
     /// The sweep of the offered rate (empty without `--sweep`).
     #[serde(default)]
     pub sweep: Vec<SweepPoint>,
+    /// Where the open loop's writer and readers spent their time (our process's rows).
+    #[serde(default)]
+    pub open_loop_time: Option<open_loop::WriterTime>,
 }
 
 /// Waits until the heap is steady and returns it.
@@ -200,6 +218,12 @@ fn apply_all(store: &mut dyn CacheWriter, pool: Objects) {
 pub fn updates(kind: CacheKind, shape: &Shape, count: usize, first_rv: u64, seed: u64) -> Objects {
     let plan = pods::update_plan(shape, count, seed);
     kind.objects(count, |u| pods::make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
+}
+
+/// The calling thread's CPU time since `since`, in microseconds per one of `count` items.
+fn cpu_us_per(since: Option<ThreadSched>, count: usize) -> Option<f64> {
+    let used = ThreadSched::now()?.since(&since?);
+    Some(used.cpu().as_secs_f64() * 1e6 / count.max(1) as f64)
 }
 
 /// Runs every phase for one in-process row.
@@ -225,18 +249,22 @@ pub fn run_row(
     let pool = updates(kind, &shape, p.updates, next_rv, 7);
     next_rv += p.updates as u64;
     log("saturation: applying without readers");
+    let sched = ThreadSched::now();
     let t = Instant::now();
     apply_all(store.as_mut(), pool);
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
+    report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
 
     log("saturation: generating updates");
     let pool = updates(kind, &shape, p.updates, next_rv, 11);
     next_rv += p.updates as u64;
     log("saturation: applying with readers");
     let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
+    let sched = ThreadSched::now();
     let t = Instant::now();
     apply_all(store.as_mut(), pool);
     report.apply_per_s_with_readers = p.updates as f64 / t.elapsed().as_secs_f64();
+    report.apply_cpu_us_per_update_with_readers = cpu_us_per(sched, p.updates);
     let mut lat = readers.stop();
 
     if p.open_loop {
@@ -249,7 +277,9 @@ pub fn run_row(
             p.rate, p.duration_s, p.readers
         ));
         let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
+        let priority = p.writer_priority.enter();
         let ol = open_loop::run(store.as_mut(), pool, p.rate);
+        p.writer_priority.leave();
         let rl = readers.stop();
         report.reader_ops_per_s = rl.ops as f64 / ol.elapsed_s;
         lat.merge(&rl);
@@ -258,6 +288,11 @@ pub fn run_row(
         report.queue_depth_max = ol.depth_max;
         report.queue_depth_end = ol.depth_end;
         report.depth_series = ol.series;
+        let mut time = ol.writer;
+        time.readers_cpu_s = rl.sched.map(|s| s.cpu().as_secs_f64());
+        time.readers_runqueue_wait_s = rl.sched.map(|s| s.wait().as_secs_f64());
+        time.writer_priority = priority;
+        report.open_loop_time = Some(time);
     }
     report.list_us = lat.list.summary();
     report.index_us = lat.index.summary();
@@ -270,6 +305,7 @@ pub fn run_row(
             readers: p.readers,
             duration_s: p.sweep_duration_s,
             reader_core: cores.readers,
+            writer_priority: p.writer_priority,
             seed: 100 + i as u64,
         };
         let point = sweep::point(store.as_mut(), &reader, &load, rate, next_rv, log);

@@ -10,7 +10,7 @@ use std::{
 };
 
 use crate::{
-    harness::{placement::pin, stats::Latency},
+    harness::{placement::pin, sched::ThreadSched, stats::Latency},
     pods::{self, NAMESPACE, Shape},
     rows::CacheReader,
 };
@@ -26,6 +26,8 @@ pub struct ReaderLatency {
     pub ns_list: Latency,
     /// Operations completed.
     pub ops: u64,
+    /// What the scheduler did to the reader threads together (`None` without `/proc`).
+    pub sched: Option<ThreadSched>,
 }
 
 impl ReaderLatency {
@@ -35,6 +37,15 @@ impl ReaderLatency {
         self.index.merge(&o.index);
         self.ns_list.merge(&o.ns_list);
         self.ops += o.ops;
+        self.sched = match (self.sched, o.sched) {
+            (Some(a), Some(b)) => Some(ThreadSched {
+                cpu_ns: a.cpu_ns + b.cpu_ns,
+                wait_ns: a.wait_ns + b.wait_ns,
+                voluntary: a.voluntary + b.voluntary,
+                involuntary: a.involuntary + b.involuntary,
+            }),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -69,6 +80,7 @@ impl Readers {
                         let mut rng = pods::Rng::new(1000 + r as u64);
                         let mut lat = ReaderLatency::default();
                         barrier.wait();
+                        let sched_start = ThreadSched::now();
                         let mut op = r;
                         while !stop.load(Ordering::Relaxed) {
                             let owner = rng.below(owners);
@@ -100,6 +112,7 @@ impl Readers {
                                 );
                             }
                         }
+                        lat.sched = sched_start.and_then(|s| Some(ThreadSched::now()?.since(&s)));
                         lat
                     })
                     .expect("spawn a reader thread")

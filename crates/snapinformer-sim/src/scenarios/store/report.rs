@@ -282,6 +282,7 @@ pub fn table(report: &StoreReport) -> String {
         );
     }
     read_costs_table(&mut s, report);
+    open_loop_time_table(&mut s, report);
     sweep_table(&mut s, report);
     if let Some(c) = &report.lock_check {
         let _ = writeln!(
@@ -354,6 +355,57 @@ fn read_costs_table(s: &mut String, report: &StoreReport) {
             c.arc_clone_ns_per_object,
             c.pointer_copy_ns_per_object,
             heap_per_pod(r, report.params.objects),
+        );
+    }
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or("-".to_owned(), |v| format!("{v:.2}"))
+}
+
+/// Where the open loop's writer spent its wall time, and its CPU per update in saturation: a
+/// staleness tail with a long run-queue wait is the machine's, not the cache's.
+fn open_loop_time_table(s: &mut String, report: &StoreReport) {
+    if report.rows.iter().all(|r| r.open_loop_time.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nwriter time (saturation: CPU us per update without/with readers; open loop: seconds of its wall time applying, sleeping for arrivals, on a CPU, waiting for a core; preemptions; readers' CPU and wait):"
+    );
+    let _ = writeln!(
+        s,
+        "{:<16} {:>15} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "row",
+        "cpu us/update",
+        "wall s",
+        "apply s",
+        "sleep s",
+        "cpu s",
+        "wait s",
+        "preempt",
+        "rd cpu s",
+        "rd wait s"
+    );
+    for r in &report.rows {
+        let Some(t) = &r.open_loop_time else { continue };
+        let _ = writeln!(
+            s,
+            "{:<16} {:>15} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            r.name,
+            format!(
+                "{}/{}",
+                r.apply_cpu_us_per_update.map_or("-".into(), |v| format!("{v:.1}")),
+                r.apply_cpu_us_per_update_with_readers.map_or("-".into(), |v| format!("{v:.1}"))
+            ),
+            t.elapsed_s,
+            t.apply_s,
+            t.sleep_s,
+            secs(t.cpu_s),
+            secs(t.runqueue_wait_s),
+            t.involuntary_switches.map_or("-".into(), |v| v.to_string()),
+            secs(t.readers_cpu_s),
+            secs(t.readers_runqueue_wait_s),
         );
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::{MAX_BATCH, open_loop, readers::Readers};
 use crate::{
-    harness::{PhaseLog, stats::Summary},
+    harness::{PhaseLog, placement::WriterPriority, stats::Summary},
     pods::Shape,
     rows::{CacheKind, CacheReader, CacheWriter},
 };
@@ -68,6 +68,8 @@ pub struct Load<'a> {
     pub duration_s: f64,
     /// Where the readers are pinned, if anywhere.
     pub reader_core: Option<core_affinity::CoreId>,
+    /// How the writer is scheduled during the point.
+    pub writer_priority: WriterPriority,
     /// Seed of the point's updates.
     pub seed: u64,
 }
@@ -86,7 +88,9 @@ pub fn point(
     let pool = super::updates(load.kind, load.shape, count, first_rv, load.seed);
     log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
     let readers = Readers::start(reader.clone(), load.readers, load.shape, load.reader_core);
+    load.writer_priority.enter();
     let ol = open_loop::run(store, pool, rate);
+    load.writer_priority.leave();
     let rl = readers.stop();
     SweepPoint {
         rate,
