@@ -54,6 +54,10 @@ pub struct WriterTime {
     pub runqueue_wait_s: Option<f64>,
     /// Preemptions of the writer.
     pub involuntary_switches: Option<u64>,
+    /// Staleness of the updates that arrived one second or more after the phase began, when the
+    /// readers (which all start with the phase) have settled into their pacing, microseconds.
+    #[serde(default)]
+    pub staleness_after_1s_us: Summary,
     /// The scheduling the writer ran with (`normal`, `realtime`, or why not `realtime`).
     #[serde(default)]
     pub writer_priority: String,
@@ -74,7 +78,8 @@ pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
     let ns_per = 1e9 / rate.max(1) as f64;
     let arrival =
         |start: Instant, i: usize| start + Duration::from_nanos((i as f64 * ns_per) as u64);
-    let mut staleness = Latency::default();
+    let (mut staleness, mut settled) = (Latency::default(), Latency::default());
+    let settle = Duration::from_secs(1);
     let (mut apply_us, mut wake_late_us) = (Latency::default(), Latency::default());
     let (mut batches, mut apply_time, mut slept) = (0u64, Duration::ZERO, Duration::ZERO);
     let (mut depth_max, mut series) = (0u64, Vec::new());
@@ -110,7 +115,12 @@ pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
         let began = Instant::now();
         store.apply_objects(pool.take(n), &mut |done, at| {
             for i in recorded..done {
-                staleness.record(at.saturating_duration_since(arrival(start, first + i)));
+                let arrived_at = arrival(start, first + i);
+                let stale = at.saturating_duration_since(arrived_at);
+                staleness.record(stale);
+                if arrived_at >= start + settle {
+                    settled.record(stale);
+                }
             }
             recorded = done;
         });
@@ -134,6 +144,7 @@ pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
         apply_s: apply_time.as_secs_f64(),
         wake_late_us: wake_late_us.summary(),
         sleep_s: slept.as_secs_f64(),
+        staleness_after_1s_us: settled.summary(),
         elapsed_s: elapsed.as_secs_f64(),
         cpu_s: sched.map(|s| s.cpu().as_secs_f64()),
         runqueue_wait_s: sched.map(|s| s.wait().as_secs_f64()),

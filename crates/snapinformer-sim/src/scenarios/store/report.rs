@@ -371,13 +371,14 @@ fn open_loop_time_table(s: &mut String, report: &StoreReport) {
     }
     let _ = writeln!(
         s,
-        "\nwriter time (saturation: CPU us per update without/with readers; open loop: seconds of its wall time applying, sleeping for arrivals, on a CPU, waiting for a core; preemptions; readers' CPU and wait):"
+        "\nwriter time (saturation: CPU us per update without/with readers; open loop: staleness of the updates arriving after the first second, seconds of its wall time applying, sleeping for arrivals, on a CPU, waiting for a core; preemptions; readers' CPU and wait):"
     );
     let _ = writeln!(
         s,
-        "{:<16} {:>15} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:<16} {:>15} {:>22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "row",
         "cpu us/update",
+        "stale p99/max after 1s",
         "wall s",
         "apply s",
         "sleep s",
@@ -391,12 +392,17 @@ fn open_loop_time_table(s: &mut String, report: &StoreReport) {
         let Some(t) = &r.open_loop_time else { continue };
         let _ = writeln!(
             s,
-            "{:<16} {:>15} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "{:<16} {:>15} {:>22} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9}",
             r.name,
             format!(
                 "{}/{}",
                 r.apply_cpu_us_per_update.map_or("-".into(), |v| format!("{v:.1}")),
                 r.apply_cpu_us_per_update_with_readers.map_or("-".into(), |v| format!("{v:.1}"))
+            ),
+            format!(
+                "{}/{}",
+                fmt_us(t.staleness_after_1s_us.p99),
+                fmt_us(t.staleness_after_1s_us.max)
             ),
             t.elapsed_s,
             t.apply_s,
@@ -473,7 +479,7 @@ mod tests {
         let plain = row("snapshot", 10_000, 50_000.0, 40.0, Some(9000.0));
         let compact = row("snapshot-compact", 2_000, 150_000.0, 60.0, Some(9500.0));
         let go = row("client-go", 5_000, 30_000.0, 30.0, None);
-        assert!(compact_targets(&[plain.clone()], 10).is_empty(), "needs both rows");
+        assert!(compact_targets(std::slice::from_ref(&plain), 10).is_empty(), "needs both rows");
         let t = compact_targets(&[plain.clone(), compact.clone()], 10);
         let measured: Vec<(f64, bool)> = t.iter().map(|t| (t.measured, t.met)).collect();
         assert_eq!(measured, vec![(0.2, true), (1.5, true), (9500.0 / 9000.0, true), (3.0, true)]);
