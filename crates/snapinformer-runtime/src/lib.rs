@@ -67,7 +67,8 @@
 //! Read-your-writes needs only a [`VersionedCache`]: a cache that can tell the resource
 //! version its readers see and wait for a later one. [`snapinformer_core::Informer`]
 //! implements it; any other cache can (a locked map, kube-rs' store, a cache fed by an
-//! in-process cluster model), registered with [`Controller::for_cache`],
+//! in-process cluster model) by keeping a [`VisibleVersion`] that its writer advances,
+//! registered with [`Controller::for_cache`],
 //! [`Controller::owns_cache`] or [`Controller::cache_for`], with its events fed through a
 //! [`Handle`]. Writes go through [`Writes`], implemented for `kube::Api` and by anything
 //! else that can write (a test's in-memory cluster). The controller logic stays the same.
@@ -145,7 +146,7 @@ mod tracked;
 mod writes;
 
 pub use batch::{SLOW_START_INITIAL_BATCH, SlowStart, slow_start_batch};
-pub use cache::VersionedCache;
+pub use cache::{VersionedCache, VisibleVersion};
 pub use controller::{
     Action, Config, Context, Controller, Error, Handle, OnTimeout, ReadYourWrites, Result, Stats,
     Stopped, backoff_on_error,

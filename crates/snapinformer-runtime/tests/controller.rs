@@ -439,8 +439,14 @@ impl Writes<Pod> for StatusDeletes {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_delete_answered_with_a_status_is_expected_until_the_object_is_seen_gone() {
+/// A controller for `ns/web` whose first reconcile deletes `web-1` (answered with a bare
+/// `Status`) and whose every reconcile reports whether its expectations are satisfied; the
+/// first report is already received. Returns the handle, the reports and the running task.
+async fn deleting_web_1() -> (
+    Handle<StatefulSet>,
+    mpsc::UnboundedReceiver<bool>,
+    tokio::task::JoinHandle<snapinformer_runtime::Result<Stopped>>,
+) {
     let pods = LaggingCache::<Pod>::new("pods");
     let controller = Controller::<StatefulSet>::new("sts").owns_cache::<Pod>(pods).workers(1);
     let handle = controller.handle();
@@ -460,16 +466,28 @@ async fn a_delete_answered_with_a_status_is_expected_until_the_object_is_seen_go
     ));
     handle.enqueue(key("ns/web"));
     assert!(!within("reconcile", rx.recv()).await.unwrap(), "the delete is expected");
+    assert_eq!(handle.stats().expected_deletes, 1);
+    (handle, rx, run)
+}
+
+/// `web-1` (as `deleting_web_1` deletes it), alive and terminating.
+fn web_1_alive_and_terminating() -> (Pod, Pod) {
+    let alive = pod("ns", "web-1", Some(("StatefulSet", "web")));
+    let mut terminating = alive.clone();
+    terminating.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+    (alive, terminating)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_answered_with_a_status_is_expected_until_the_object_is_seen_gone() {
+    let (handle, mut rx, run) = deleting_web_1().await;
     assert!(
         handle.pending_writes(&key("ns/web")).is_empty(),
         "a status has no version to wait for"
     );
-    assert_eq!(handle.stats().expected_deletes, 1);
     // Seeing it terminating, then gone, lowers it once.
-    let gone = pod("ns", "web-1", Some(("StatefulSet", "web")));
-    let mut terminating = gone.clone();
-    terminating.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+    let (gone, terminating) = web_1_alive_and_terminating();
     handle.owned_updated(&gone, &terminating);
     assert!(within("reconcile", rx.recv()).await.unwrap(), "terminating counts as observed");
     assert_eq!(handle.stats().expected_deletes, 0);
@@ -484,32 +502,10 @@ async fn a_delete_answered_with_a_status_is_expected_until_the_object_is_seen_go
 async fn a_terminating_object_seen_without_its_old_state_counts_as_an_observed_delete_once() {
     // A source with no old objects (kube-rs' watcher, a harness pipeline) reports changes
     // through `owned_changed`.
-    let controller = Controller::<StatefulSet>::new("sts")
-        .owns_cache::<Pod>(LaggingCache::<Pod>::new("pods"))
-        .workers(1);
-    let handle = controller.handle();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    type D = (mpsc::UnboundedSender<bool>, AtomicUsize);
-    let reconcile = move |ctx: Context<StatefulSet>, d: Arc<D>| async move {
-        if d.1.fetch_add(1, Ordering::SeqCst) == 0 {
-            ctx.track(StatusDeletes).delete("web-1", &DeleteParams::default()).await?;
-        }
-        d.0.send(ctx.expectations_satisfied()).unwrap();
-        Ok::<_, Error>(Action::await_change())
-    };
-    let run = tokio::spawn(controller.run(
-        reconcile,
-        backoff_on_error,
-        Arc::new((tx, AtomicUsize::new(0))),
-    ));
-    handle.enqueue(key("ns/web"));
-    assert!(!within("reconcile", rx.recv()).await.unwrap(), "the delete is expected");
-    let alive = pod("ns", "web-1", Some(("StatefulSet", "web")));
+    let (handle, mut rx, run) = deleting_web_1().await;
+    let (alive, terminating) = web_1_alive_and_terminating();
     handle.owned_changed(&alive);
     assert!(!within("reconcile", rx.recv()).await.unwrap(), "not terminating: still expected");
-    let mut terminating = alive.clone();
-    terminating.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
     handle.owned_changed(&terminating);
     assert!(within("reconcile", rx.recv()).await.unwrap(), "terminating counts as observed");
     handle.owned_changed(&terminating);

@@ -8,14 +8,14 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_core::{Queue, RealFifo};
-use snapinformer_runtime::{Handle, ObjectKey, VersionedCache};
+use snapinformer_runtime::{Handle, ObjectKey, VersionedCache, VisibleVersion};
 use snapinformer_sim::{
     harness::{heap::NoHeap, placement::Placement},
     pods::{self, PodProfile},
     rows::{CacheKind, CacheWriter, SimChange},
     scenarios::seed::{
         self, Mode, Row, SeedParams,
-        cache::{Classifier, SeedCache, VisibleVersion, Wiring},
+        cache::{Classifier, SeedCache, Wiring},
         cluster::{InprocCluster, StreamPriority},
         controllers::{
             ControllerConfig, Controllers, DaemonListMode, DaemonSpec, PodManagement, Running,
@@ -151,6 +151,13 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what}: not within 60 s"))
 }
 
+/// Queues `key` again and waits for the reconcile it causes.
+async fn reconcile_again<P>(handle: &Handle<P>, key: &str) {
+    let s = handle.stats();
+    handle.enqueue(ObjectKey::parse(key));
+    reconciled(handle, s.successes + s.errors + s.panics + 1).await;
+}
+
 /// Waits until the controller behind `handle` has finished `n` reconciles.
 async fn reconciled<P>(handle: &Handle<P>, n: u64) {
     within("reconciles", async {
@@ -228,8 +235,7 @@ async fn when_the_read_your_writes_wait_times_out_expectations_still_prevent_a_s
     );
     let h = b.running.sets().clone();
     reconciled(&h, 1).await;
-    h.enqueue(ObjectKey::parse(WEB_0));
-    reconciled(&h, 2).await;
+    reconcile_again(&h, WEB_0).await;
     let stats = h.stats();
     assert_eq!((stats.ryw_waits, stats.ryw_timeouts), (1, 1), "the cache never caught up");
     assert_eq!((stats.created, stats.already_exists), (5, 0), "{stats:?}");
@@ -238,7 +244,7 @@ async fn when_the_read_your_writes_wait_times_out_expectations_still_prevent_a_s
         1,
         "the five creates are still expected"
     );
-    assert_eq!(b.visible.current(), 0);
+    assert_eq!(b.visible.visible_version(), None);
     b.stop().await;
 }
 
@@ -250,8 +256,7 @@ async fn a_stale_cache_makes_the_daemonset_controller_create_a_second_pod_per_no
         let b = Bench::start(CacheKind::Snapshot, cfg, sets(1, 1), daemon(3));
         let h = b.running.daemons().clone();
         reconciled(&h, 1).await;
-        h.enqueue(ObjectKey::parse(DAEMON));
-        reconciled(&h, 2).await;
+        reconcile_again(&h, DAEMON).await;
         assert_eq!(h.stats().created, 6, "{daemon_list:?}");
         assert_eq!(b.running.duplicate_daemon_pods(), 3);
         b.stop().await;
@@ -268,8 +273,7 @@ async fn the_daemonset_controller_deletes_extra_pods_it_sees_on_a_node() {
     );
     let h = b.running.daemons().clone();
     reconciled(&h, 1).await;
-    h.enqueue(ObjectKey::parse(DAEMON));
-    reconciled(&h, 2).await;
+    reconcile_again(&h, DAEMON).await;
     assert_eq!(b.cluster.pod_count(), 1 + 2, "a set pod and two daemon pods");
     // Now the cache shows both pods of the node: the controller keeps one.
     b.show_cluster(false);
@@ -395,7 +399,7 @@ fn shows(cache: &HarnessCache, rv: u64) -> bool {
 #[test]
 fn the_pipeline_makes_a_version_visible_and_reports_the_staleness_of_each_event() {
     let cache = HarnessCache::start(CacheKind::Snapshot, wiring());
-    assert_eq!(cache.visible().current(), 0, "nothing queued yet");
+    assert_eq!(cache.visible().visible_version(), None, "nothing queued yet");
     let shape = pods::Shape::for_objects(5, 1).with_profile(PodProfile::Small);
     for pod in pods::initial_pods(&shape) {
         cache.queue().add(pod).unwrap();
@@ -450,4 +454,69 @@ fn the_pipeline_tells_the_attached_controllers_which_owners_pods_changed() {
     assert!(sets.queue().is_empty());
     assert!(daemons.queue().is_empty());
     drop(Box::new(cache).finish(false));
+}
+
+#[tokio::test]
+async fn the_cluster_model_answers_pod_writes_as_a_server_does() {
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use snapinformer_runtime::{Deleted, Writes};
+    use snapinformer_sim::scenarios::seed::cluster::Cluster;
+
+    let cluster = frozen_cluster();
+    let pods = cluster.pods("default");
+    let code = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.reason),
+        other => panic!("not an API error: {other}"),
+    };
+    let pp = PostParams::default();
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("web-0".into());
+    let created = pods.create(&pp, &pod).await.unwrap();
+    assert_eq!(created.metadata.resource_version.as_deref(), Some("1"));
+    assert_eq!(created.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(code(pods.create(&pp, &pod).await.unwrap_err()), (409, "AlreadyExists".into()));
+    let mut elsewhere = pod.clone();
+    elsewhere.metadata.namespace = Some("other".into());
+    assert_eq!(code(pods.create(&pp, &elsewhere).await.unwrap_err()).0, 400);
+
+    // A replace on an outdated version conflicts; on the stored one it succeeds, keeping the
+    // status (its own subresource).
+    let mut stale = created.clone();
+    stale.metadata.resource_version = Some("0".into());
+    assert_eq!(
+        code(pods.replace("web-0", &pp, &stale).await.unwrap_err()),
+        (409, "Conflict".into())
+    );
+    let mut labelled = created.clone();
+    labelled.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+    labelled.status = Some(Default::default());
+    let replaced = pods.replace("web-0", &pp, &labelled).await.unwrap();
+    assert_eq!(replaced.metadata.resource_version.as_deref(), Some("2"));
+    assert_eq!(replaced.status, None, "a replace does not write the status");
+    assert_eq!(replaced.metadata.uid, created.metadata.uid);
+
+    let running =
+        serde_json::json!({"status": {"phase": "Running"}, "metadata": {"labels": {"tier": "a"}}});
+    let patched =
+        pods.patch_status("web-0", &PatchParams::default(), &Patch::Merge(&running)).await.unwrap();
+    assert_eq!(patched.status.and_then(|s| s.phase).as_deref(), Some("Running"));
+    assert_eq!(patched.metadata.labels.as_ref().map(|l| l.len()), Some(1), "status only");
+    let patched =
+        pods.patch("web-0", &PatchParams::default(), &Patch::Merge(&running)).await.unwrap();
+    assert_eq!(patched.metadata.labels.map(|l| l.len()), Some(2));
+    assert_eq!(patched.status.and_then(|s| s.phase).as_deref(), Some("Running"), "kept");
+    let apply = Patch::Apply(&running);
+    assert_eq!(
+        code(pods.patch("web-0", &PatchParams::default(), &apply).await.unwrap_err()).0,
+        415
+    );
+
+    let Deleted::Object(gone) = pods.delete("web-0", &DeleteParams::default()).await.unwrap()
+    else {
+        panic!("the model answers a delete with the object");
+    };
+    assert_eq!(gone.metadata.resource_version.as_deref(), Some("5"));
+    assert_eq!(code(pods.delete("web-0", &DeleteParams::default()).await.unwrap_err()).0, 404);
+    assert_eq!(cluster.pod_count(), 0);
+    assert_eq!(cluster.undelivered(), 5, "every write waits for the watch, in order");
 }

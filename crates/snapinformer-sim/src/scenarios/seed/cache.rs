@@ -2,7 +2,8 @@
 //!
 //! - [`PodCache`]: the one small trait the controllers read through (owned results). Their
 //!   read-your-writes goes through the runtime's [`VersionedCache`] instead: the cache's
-//!   visible resource version and a wait for a later one.
+//!   visible resource version and a wait for a later one (our informer's own, or the runtime's
+//!   `VisibleVersion` that the baselines' pipeline advances).
 //! - [`SeedCache`]: a cache as the scenario drives it: a queue the source feeds, counters, the
 //!   controllers attached to it, a drain, the figures at the end. Two implementations: our rows
 //!   through the product's public informer API ([`super::informer_cache`]), and the baselines
@@ -16,16 +17,11 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Duration,
 };
 
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_core::Queue;
-use snapinformer_runtime::{
-    VersionedCache,
-    cache::{BoxFuture, Error as CacheError},
-};
-use tokio::sync::watch;
+use snapinformer_runtime::VersionedCache;
 
 use super::{
     controllers::Controllers,
@@ -42,63 +38,6 @@ pub trait PodCache: Send + Sync {
     fn pods_by_owner(&self, uid: &str) -> Vec<Arc<Pod>>;
     /// The pods bound to `node` (the node-name index; kube-rs filters its full state).
     fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>>;
-}
-
-/// The highest resource version a harness cache's readers see, and a wait for a later one on
-/// Tokio's clock: the runtime's [`VersionedCache`] for the baselines.
-#[derive(Debug)]
-pub struct VisibleVersion {
-    name: String,
-    rv: watch::Sender<u64>,
-}
-
-impl VisibleVersion {
-    /// Nothing visible yet (version 0), under the cache name `name`.
-    pub fn new(name: &str) -> Self {
-        VisibleVersion { name: name.to_owned(), rv: watch::Sender::new(0) }
-    }
-
-    /// The highest resource version every reader's next read includes.
-    pub fn current(&self) -> u64 {
-        *self.rv.borrow()
-    }
-
-    /// Records that reads now include `rv` (never goes back).
-    pub fn advance(&self, rv: u64) {
-        self.rv.send_if_modified(|v| {
-            let newer = rv > *v;
-            if newer {
-                *v = rv;
-            }
-            newer
-        });
-    }
-}
-
-impl VersionedCache for VisibleVersion {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn visible_version(&self) -> Option<u64> {
-        Some(self.current())
-    }
-
-    fn wait_for_version(
-        &self,
-        version: u64,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<(), CacheError>> {
-        let mut rx = self.rv.subscribe();
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, rx.wait_for(|v| *v >= version)).await {
-                Ok(Ok(_)) => Ok(()),
-                // The sender lives as long as `self`: a closed channel cannot be seen here.
-                Ok(Err(_)) => Err(CacheError::Stopped(self.name.clone())),
-                Err(_) => Err(CacheError::Timeout { cache: self.name.clone(), version, timeout }),
-            }
-        })
-    }
 }
 
 /// Running pods as the cache shows them, for the convergence check.

@@ -523,6 +523,34 @@ pub struct InprocPods {
     namespace: String,
 }
 
+/// Which part of a pod a write changes: the status is its own subresource.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Everything but the status.
+    Object,
+    /// The status only.
+    Status,
+}
+
+impl InprocPods {
+    /// Writes `part` of the pod `name`: `write` makes the new object from the stored one; the
+    /// other part stays as stored.
+    fn write_part(
+        &self,
+        name: &str,
+        part: Part,
+        write: impl FnOnce(&Pod) -> Result<Pod, ApiError>,
+    ) -> kube::Result<Pod> {
+        self.cluster.modify(&self.namespace, name, |current| {
+            let new = write(current)?;
+            Ok(match part {
+                Part::Object => Pod { status: current.status.clone(), ..new },
+                Part::Status => Pod { status: new.status, ..current.clone() },
+            })
+        })
+    }
+}
+
 impl Writes<Pod> for InprocPods {
     fn namespace(&self) -> Option<&str> {
         Some(&self.namespace)
@@ -568,17 +596,16 @@ impl Writes<Pod> for InprocPods {
     }
 
     async fn replace(&self, name: &str, _pp: &PostParams, obj: &Pod) -> kube::Result<Pod> {
-        self.cluster.modify(&self.namespace, name, |current| {
+        self.write_part(name, Part::Object, |current| {
             InprocCluster::replacing(current, obj)?;
-            // The status is its own subresource: a replace keeps the stored one.
-            Ok(Pod { status: current.status.clone(), ..obj.clone() })
+            Ok(obj.clone())
         })
     }
 
     async fn replace_status(&self, name: &str, _pp: &PostParams, obj: &Pod) -> kube::Result<Pod> {
-        self.cluster.modify(&self.namespace, name, |current| {
+        self.write_part(name, Part::Status, |current| {
             InprocCluster::replacing(current, obj)?;
-            Ok(Pod { status: obj.status.clone(), ..current.clone() })
+            Ok(obj.clone())
         })
     }
 
@@ -588,10 +615,7 @@ impl Writes<Pod> for InprocPods {
         _pp: &PatchParams,
         patch: &Patch<P>,
     ) -> kube::Result<Pod> {
-        self.cluster.modify(&self.namespace, name, |current| {
-            let patched = InprocCluster::patched(current, patch)?;
-            Ok(Pod { status: current.status.clone(), ..patched })
-        })
+        self.write_part(name, Part::Object, |current| InprocCluster::patched(current, patch))
     }
 
     async fn patch_status<P: serde::Serialize + std::fmt::Debug + Send + Sync>(
@@ -600,10 +624,7 @@ impl Writes<Pod> for InprocPods {
         _pp: &PatchParams,
         patch: &Patch<P>,
     ) -> kube::Result<Pod> {
-        self.cluster.modify(&self.namespace, name, |current| {
-            let patched = InprocCluster::patched(current, patch)?;
-            Ok(Pod { status: patched.status, ..current.clone() })
-        })
+        self.write_part(name, Part::Status, |current| InprocCluster::patched(current, patch))
     }
 
     /// Removes the pod at once (no grace period) with the next resource version; the answer

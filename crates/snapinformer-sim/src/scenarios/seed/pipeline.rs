@@ -29,10 +29,10 @@ use std::{
 
 use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use snapinformer_core::{Delta, DeltaObject, Queue, QueueConfig, RealFifo, parse_resource_version};
-use snapinformer_runtime::{Handle, VersionedCache};
+use snapinformer_runtime::{Handle, VersionedCache, VisibleVersion};
 
 use super::{
-    cache::{Bookkeeper, CacheCounters, CacheOutcome, PodCache, SeedCache, VisibleVersion, Wiring},
+    cache::{Bookkeeper, CacheCounters, CacheOutcome, PodCache, SeedCache, Wiring},
     controllers::Controllers,
     slots::{SlotLog, Staleness},
 };
