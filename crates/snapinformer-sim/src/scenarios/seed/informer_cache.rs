@@ -3,13 +3,14 @@
 //! An [`InformerFactory`] builds the shared pod informer (our store with the pod indexes,
 //! client-go's `RealFIFO`, batches of up to 1000); its processing loop runs on a thread of its
 //! own (the peer of the baselines' applier thread, pinned like it). The source feeds the
-//! informer's queue: the in-process cluster model, or a [`Reflector`](snapinformer_kube::Reflector)
-//! over HTTP. The controllers are attached as users attach them, with the runtime's
-//! [`Controller::owns`]: each registers its own event handler on the informer, and their
-//! read-your-writes waits with [`Informer::wait_for`] (the informer is their
-//! [`VersionedCache`]). They read through the informer's [`Lister`] and snapshots; the drain at
-//! the end waits with `wait_for` too. The report's bookkeeping (which pods run) is one more
-//! registered [`EventHandler`]. Staleness comes from the `on_publish` hook.
+//! informer's queue: the in-process cluster model, or a
+//! [`Reflector`](snapinformer_kube::Reflector) over HTTP. The controllers are attached as users
+//! attach them, with the runtime's [`Controller::owns`](snapinformer_runtime::Controller::owns):
+//! each registers its own event handler on the informer, and their read-your-writes waits with
+//! [`Informer::wait_for`] (the informer is their [`VersionedCache`]). They read through the
+//! informer's [`Lister`] and snapshots; the drain at the end waits with `wait_for` too. The
+//! report's bookkeeping (which pods run) is one more registered [`EventHandler`]. Staleness
+//! comes from the `on_publish` hook.
 
 use std::{
     sync::{Arc, Mutex, OnceLock},
