@@ -235,12 +235,15 @@ impl PathSpec {
                 let (group, resource) = match resource {
                     Resource::Known(n) => {
                         let kind = kind_of(*n);
-                        (kind.group() == "apps", kind.plural().to_owned())
+                        (kind.group(), kind.plural().to_owned())
                     }
-                    Resource::Any(s) => (*apps, s.clone()),
+                    Resource::Any(s) => (if *apps { "apps" } else { "" }, s.clone()),
                 };
-                let mut path =
-                    if group { "/apis/apps/v1".to_owned() } else { "/api/v1".to_owned() };
+                let mut path = if group.is_empty() {
+                    "/api/v1".to_owned()
+                } else {
+                    format!("/apis/{group}/v1")
+                };
                 if *watch {
                     path.push_str("/watch");
                 }
@@ -431,6 +434,8 @@ fn server() -> (Arc<AppState>, axum::Router) {
         default_watch_timeout: Duration::from_secs(1800),
         max_request_body_bytes: crate::DEFAULT_MAX_REQUEST_BODY_BYTES,
         request_log: None,
+        metrics: Default::default(),
+        audit: None,
     });
     let app = router(state.clone(), crate::DEFAULT_MAX_REQUEST_BODY_BYTES);
     (state, app)

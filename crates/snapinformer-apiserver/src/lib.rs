@@ -121,7 +121,10 @@
 //! The binary does the same from a shell:
 //! `snapinformer-apiserver --listen 127.0.0.1:0 --kubeconfig ./kubeconfig`.
 
+mod accounting;
 mod app_state;
+mod audit;
+mod defaults;
 pub mod discovery;
 mod error;
 pub mod faults;

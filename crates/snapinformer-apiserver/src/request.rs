@@ -97,7 +97,11 @@ pub(crate) struct Target {
 pub(crate) fn parse_target(segments: &[&str]) -> Result<Option<Target>, ApiError> {
     let (group, rest) = match segments {
         ["api", "v1", rest @ ..] if !rest.is_empty() => ("", rest),
-        ["apis", "apps", "v1", rest @ ..] if !rest.is_empty() => ("apps", rest),
+        ["apis", group, "v1", rest @ ..]
+            if !rest.is_empty() && ResourceKind::GROUPS.contains(group) =>
+        {
+            (*group, rest)
+        }
         _ => return Ok(None),
     };
     let (watch_path, rest) = match rest {
@@ -118,7 +122,9 @@ pub(crate) fn parse_target(segments: &[&str]) -> Result<Option<Target>, ApiError
     let (name, subresource) = match tail {
         [] => (None, None),
         [name] => (Some((*name).to_owned()), None),
-        [name, "status"] => (Some((*name).to_owned()), Some("status".to_owned())),
+        [name, "status"] if kind.has_status() => {
+            (Some((*name).to_owned()), Some("status".to_owned()))
+        }
         [name, "scale"] if kind == ResourceKind::StatefulSet => {
             (Some((*name).to_owned()), Some("scale".to_owned()))
         }

@@ -128,7 +128,7 @@ pub(crate) enum ReplaceError {
 
 struct Inner {
     rv: u64,
-    maps: [ObjectMap; 5],
+    maps: [ObjectMap; ResourceKind::ALL.len()],
     history: VecDeque<Arc<Event>>,
     /// Version of `history[0]`; `rv + 1` when the history is empty.
     history_start: u64,
