@@ -157,7 +157,7 @@ async fn start_server(args: &KcmArgs) -> Result<ServerHandle, String> {
         kubelet: Some(KubeletConfig { startup_delay: args.startup_delay, schedule: true }),
         // Each pod is created, bound and started, and events come and go: keep enough history
         // that no watcher falls out of it under load.
-        history_size: (pods * 8).max(100_000),
+        history_size: (pods * 4).max(100_000),
         kubeconfig_path: Some(args.out.join("kubeconfig")),
         audit_log_path: Some(args.out.join("audit.log")),
         ..Config::default()
