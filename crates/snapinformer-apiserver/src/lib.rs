@@ -51,6 +51,11 @@
 //!   header (the default `fieldValidation=Warn`), dropped silently (`Ignore`) or refused with
 //!   400 (`Strict`, which kubectl sends). Objects are kept encoded once (`Bytes`), so lists and
 //!   watch events are built by copying bytes, not by re-serializing.
+//! - **Protobuf** (`application/vnd.kubernetes.protobuf`), client-go's default for typed
+//!   clients: request bodies of every served kind (and `DeleteOptions`, `Binding`, `Scale`) are
+//!   read in it, and a client whose `Accept` header prefers it gets objects and lists in it and
+//!   watches as length-prefixed `WatchEvent` frames (`;stream=watch`), as from the real server.
+//!   The transcoding follows a schema generated from k8s.io/api's `generated.proto` files.
 //! - **Table output** (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`) for every kind,
 //!   in lists, gets and watches, with kubectl's columns; `PartialObjectMetadata` likewise.
 //! - **Discovery**: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/apps`, `/apis/apps/v1`, and
@@ -89,10 +94,9 @@
 //! Authentication and authorization, admission beyond namespace existence, graceful deletion
 //! and finalizers (deletes are immediate), garbage collection of owned objects, controllers
 //! (StatefulSet/DaemonSet status is whatever is written), server-side apply and
-//! `managedFields`, protobuf (answers are always JSON, which client-go accepts whatever it
-//! asked for; the only protobuf body read is the `Namespace` that `kubectl create namespace`
-//! sends, so client-go clients must send JSON: kube-controller-manager needs
-//! `--kube-api-content-type=application/json`), YAML request bodies, OpenAPI v3 (so
+//! `managedFields`, protobuf for tables, metadata-only answers and error `Status` objects
+//! (those stay JSON, which client-go reads whatever it asked for), YAML request bodies,
+//! OpenAPI v3 (so
 //! `kubectl explain` does not work), field validation beyond the typed decode (no Kubernetes
 //! validation rules except name syntax), admission beyond namespace existence and pod priority
 //! (no ServiceAccount admission: pods need no service account), `/eviction`, `/log`, `/exec`
@@ -118,7 +122,8 @@
 //! whose parameters `request` parses (path, query, accepted representation, body checks); whole
 //! objects are read and written by `handlers` (generic over `resource::ResourceKind`), the
 //! `scale` and `binding` subresources by `subresources`, watches by `watch`; `render` turns
-//! objects, lists and errors into answers; `store` holds the objects and the event history.
+//! objects, lists and errors into answers, and `protobuf` transcodes them when the client
+//! prefers protobuf; `store` holds the objects and the event history.
 //! Serving another kind means adding it to `resource` (and to `discovery`, `table`, and
 //! `defaults` if the real server defaults its fields).
 //!

@@ -17,6 +17,8 @@ use crate::table::IncludeObject;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Repr {
     Object,
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
+    Protobuf,
     Table(IncludeObject),
     Metadata,
 }
@@ -76,6 +78,9 @@ pub(crate) fn repr_of(headers: &HeaderMap, query: &Query) -> Repr {
         }
         if media.contains("as=PartialObjectMetadata") && media.contains("g=meta.k8s.io") {
             return Repr::Metadata;
+        }
+        if media.starts_with(crate::protobuf::MEDIA_TYPE) && !media.contains("as=") {
+            return Repr::Protobuf;
         }
         if media.starts_with("application/json") || media.starts_with("*/*") || media.is_empty() {
             return Repr::Object;
@@ -229,6 +234,19 @@ pub(crate) fn is_protobuf(headers: &HeaderMap) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.starts_with("application/vnd.kubernetes.protobuf"))
+}
+
+/// The request body as JSON: decoded from protobuf when its content type says so, else parsed
+/// as JSON (415 for any other content type).
+pub(crate) fn body_value(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    if is_protobuf(headers) {
+        if body.is_empty() {
+            return Err(ApiError::bad_request("the body of the request was empty"));
+        }
+        return crate::protobuf::decode(body);
+    }
+    require_json(headers)?;
+    parse_body(body)
 }
 
 pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {

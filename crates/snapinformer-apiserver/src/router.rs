@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::faults::FaultConfig;
 use crate::handlers::{create, delete, delete_collection, get, list, patch_object, update};
 use crate::render::value_response;
-use crate::request::{Query, Target, flag, parse_query, parse_target, repr_of, target_clone};
+use crate::request::{Query, Repr, Target, flag, parse_query, parse_target, repr_of, target_clone};
 use crate::subresources::{bind, scale};
 use crate::{discovery, watch};
 
@@ -206,6 +206,59 @@ pub(crate) async fn resource_request(
 ) -> Result<Response, ApiError> {
     let repr = repr_of(headers, query);
     let watching = target.watch_path || flag(query, "watch");
+    if repr == Repr::Protobuf && !watching {
+        let response =
+            resource_request_in(state, method, target, query, headers, body, repr).await?;
+        return Ok(to_protobuf(response).await);
+    }
+    resource_request_in(state, method, target, query, headers, body, repr).await
+}
+
+/// The largest JSON answer transcoded to protobuf (a list of a few hundred thousand pods).
+const MAX_TRANSCODED_BYTES: usize = 4 << 30;
+
+/// Transcodes a successful JSON answer to protobuf, as the real server answers a client that
+/// prefers it. Errors stay JSON `Status` objects (client-go reads either), and so does anything
+/// without a protobuf message here.
+async fn to_protobuf(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !response.status().is_success() || !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_TRANSCODED_BYTES).await else {
+        return ApiError::internal("reading the answer to transcode it").into_response();
+    };
+    let encoded = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|value| crate::protobuf::encode(&value));
+    match encoded {
+        Some(encoded) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(crate::protobuf::MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(encoded))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource_request_in(
+    state: &Arc<AppState>,
+    method: &Method,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    body: &Bytes,
+    repr: Repr,
+) -> Result<Response, ApiError> {
+    let watching = target.watch_path || flag(query, "watch");
     match (method.clone(), &target.name) {
         (method, Some(name)) if target.subresource.as_deref() == Some("scale") => {
             scale(state, &method, target, name, headers, body)
@@ -234,7 +287,7 @@ pub(crate) async fn resource_request(
         (Method::PUT, Some(name)) => update(state, target, name, query, headers, body),
         (Method::PATCH, Some(name)) => patch_object(state, target, name, query, headers, body),
         (Method::DELETE, Some(name)) if target.subresource.is_none() => {
-            delete(state, target, name, query, body)
+            delete(state, target, name, query, headers, body)
         }
         (Method::DELETE, None) => delete_collection(state, target, query, repr),
         _ => Err(ApiError::method_not_allowed()),

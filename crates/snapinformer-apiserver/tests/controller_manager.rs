@@ -181,3 +181,115 @@ async fn metrics_count_requests_by_verb_resource_and_code_and_the_audit_log_name
     s.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// One request with a binary body on a fresh connection; the answer's status, content type
+/// and (de-chunked) body bytes.
+async fn raw_http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        stream.write_all(body).await.expect("write");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read");
+        raw
+    };
+    let raw = tokio::time::timeout(std::time::Duration::from_secs(20), exchange)
+        .await
+        .expect("the request finishes");
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("header end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut rest = &raw[split + 4..];
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+    let header = |name: &str| {
+        head.lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let mut body = Vec::new();
+    if header("transfer-encoding").contains("chunked") {
+        while let Some(line_end) = rest.windows(2).position(|w| w == b"\r\n") {
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap().trim(), 16)
+                    .unwrap_or(0);
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&rest[line_end + 2..line_end + 2 + size]);
+            rest = &rest[line_end + 4 + size..];
+        }
+    } else {
+        body = rest.to_vec();
+    }
+    (status, header("content-type"), body)
+}
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+#[tokio::test]
+async fn clients_that_prefer_protobuf_get_it_and_may_send_it() {
+    let s = server(Config::default()).await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = r#"{"metadata":{"name":"a","labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"i:1",
+        "readinessProbe":{"httpGet":{"port":8080}}}]}}"#;
+    assert_eq!(http(s.addr(), "POST", pods, &[JSON], pod).await.status, 201);
+    let accept = ("Accept", "application/vnd.kubernetes.protobuf, */*");
+    let (status, content_type, object) =
+        raw_http(s.addr(), "GET", &format!("{pods}/a"), &[accept], b"").await;
+    assert_eq!((status, content_type.as_str()), (200, PROTOBUF));
+    assert!(object.starts_with(b"k8s\0"), "the envelope's magic");
+    let (status, content_type, list) = raw_http(s.addr(), "GET", pods, &[accept], b"").await;
+    assert_eq!((status, content_type.as_str()), (200, PROTOBUF));
+    assert!(list.windows(7).any(|w| w == b"PodList"));
+    // The protobuf object sent back as an update (same resourceVersion: a no-op) and as a
+    // status update.
+    for path in [format!("{pods}/a"), format!("{pods}/a/status")] {
+        let (status, _, _) =
+            raw_http(s.addr(), "PUT", &path, &[("Content-Type", PROTOBUF)], &object).await;
+        assert_eq!(status, 200, "PUT {path}");
+    }
+    let json = http(s.addr(), "GET", &format!("{pods}/a"), &[], "").await.json();
+    assert_eq!(json["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"], 8080);
+    // A watch streams length-prefixed frames.
+    let (status, content_type, stream) =
+        raw_http(s.addr(), "GET", &format!("{pods}?watch=true&timeoutSeconds=1"), &[accept], b"")
+            .await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (200, "application/vnd.kubernetes.protobuf;stream=watch")
+    );
+    let len = u32::from_be_bytes(stream[..4].try_into().unwrap()) as usize;
+    assert_eq!(stream.len(), 4 + len, "one ADDED event for the one pod");
+    assert!(stream.windows(5).any(|w| w == b"ADDED"));
+    // DeleteOptions in protobuf: the envelope with an empty message.
+    let delete_options =
+        [&b"k8s\0"[..], b"\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions", b"\x12\x00"].concat();
+    let (status, _, _) = raw_http(
+        s.addr(),
+        "DELETE",
+        &format!("{pods}/a"),
+        &[("Content-Type", PROTOBUF)],
+        &delete_options,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _, _) =
+        raw_http(s.addr(), "POST", pods, &[("Content-Type", PROTOBUF)], b"k8s\0garbage").await;
+    assert_eq!(status, 400, "undecodable protobuf is a bad request");
+}
