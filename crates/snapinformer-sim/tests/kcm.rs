@@ -29,6 +29,7 @@ fn the_real_controller_manager_creates_and_runs_every_pod_and_the_server_counts_
         kcm_bin: Some(binary),
         kcm_qps: 500.0,
         kcm_burst: 1000,
+        kcm_content_type: "application/vnd.kubernetes.protobuf".to_owned(),
         statefulset_syncs: 5,
         daemonset_syncs: 2,
         kcm_args: Vec::new(),

@@ -377,8 +377,8 @@ pub fn render(r: &KcmReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "kcm: real kube-controller-manager against the test API server, {} sets x {} replicas ({}), DaemonSet on {} nodes",
-        p.sets, p.replicas, p.policy, p.nodes
+        "kcm: real kube-controller-manager against the test API server, {} sets x {} replicas ({}), DaemonSet on {} nodes, kcm speaks {}",
+        p.sets, p.replicas, p.policy, p.nodes, p.kcm_content_type
     );
     let _ = writeln!(
         out,
