@@ -115,7 +115,13 @@ impl ClientRequests {
 /// The client a user agent names.
 pub fn client_of(user_agent: &str) -> String {
     if user_agent.starts_with("kube-controller-manager/") {
-        return user_agent.rsplit('/').next().unwrap_or(user_agent).to_owned();
+        let last = user_agent.rsplit('/').next().unwrap_or(user_agent);
+        // With --use-service-account-credentials (kubeadm's and the real-cluster script's
+        // setting) the agent ends in the controller's service account instead.
+        let last = last
+            .strip_prefix("system:serviceaccount:")
+            .map_or(last, |account| account.rsplit(':').next().unwrap_or(account));
+        return last.to_owned();
     }
     user_agent.split('/').next().unwrap_or(user_agent).to_owned()
 }
@@ -164,6 +170,16 @@ mod tests {
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"8","stage":"ResponseComplete","requestURI":"/api/v1/pods?watch=true","verb":"watch","userAgent":"kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/abc/shared-informers","objectRef":{"resource":"pods","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200}}
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","stage":"ResponseComplete","verb":"update","userAgent":"kubectl/v1.33.1 (linux/amd64)","objectRef":{"resource":"statefulsets","subresource":"status","apiGroup":"apps"},"responseStatus":{"code":200}}
 {"kind":"Event","#;
+
+    #[test]
+    fn controllers_are_named_with_and_without_service_account_credentials() {
+        let plain =
+            "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/abc/statefulset-controller";
+        assert_eq!(client_of(plain), "statefulset-controller");
+        let account = "kube-controller-manager/v0.0.0 (linux/amd64) kubernetes/$Format/system:serviceaccount:kube-system:daemon-set-controller";
+        assert_eq!(client_of(account), "daemon-set-controller");
+        assert_eq!(client_of("kubectl/v1.33.1 (linux/amd64) kubernetes/x"), "kubectl");
+    }
 
     #[test]
     fn each_request_is_counted_once_under_its_client() {
