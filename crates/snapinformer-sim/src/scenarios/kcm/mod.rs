@@ -294,6 +294,7 @@ async fn run(args: &KcmArgs, binary: PathBuf) -> Result<KcmReport, String> {
         .map_err(|e| format!("writing server metrics: {e}"))?;
     write_json(&args.out.join("samples.json"), &samples)?;
     let clients = audit::read(&audit_path)?;
+    let kcm_log = std::fs::read_to_string(args.out.join("kcm.log")).unwrap_or_default();
     if let Some(status) = &exit_status {
         eprintln!(
             "kube-controller-manager exited early ({status}); its log: {}",
@@ -313,5 +314,6 @@ async fn run(args: &KcmArgs, binary: PathBuf) -> Result<KcmReport, String> {
         kcm_proc: kcm_final,
         sim_cpu_ms: self_cpu_ms,
         kcm_exit: exit_status,
+        slow_handler_traces: report::SlowHandlerTraces::from_log(&kcm_log),
     }))
 }

@@ -132,6 +132,33 @@ pub struct QueueFigures {
     pub work_p99_s: Option<f64>,
 }
 
+/// client-go's traces of a FIFO pop whose handlers were slow, read from a klog log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SlowHandlerTraces {
+    /// Traces with `Reason:slow event handlers blocking the queue`.
+    pub count: u64,
+    /// The largest `Depth:` among them.
+    pub depth_max: u64,
+}
+
+impl SlowHandlerTraces {
+    /// Reads them from the log text.
+    pub fn from_log(log: &str) -> Self {
+        let mut traces = SlowHandlerTraces::default();
+        for line in log.lines().filter(|l| l.contains("slow event handlers blocking the queue")) {
+            traces.count += 1;
+            let depth = line
+                .split("Depth:")
+                .nth(1)
+                .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|d| d.parse::<u64>().ok())
+                .unwrap_or(0);
+            traces.depth_max = traces.depth_max.max(depth);
+        }
+        traces
+    }
+}
+
 /// Requests of one client that got one code, from the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientCount {
@@ -182,6 +209,10 @@ pub struct KcmReport {
     pub extra_daemon_pods_peak: u64,
     /// Largest `informer_queued_items{resource="pods"}` sampled: the pod informer's backlog.
     pub kcm_informer_queued_pods_max: u64,
+    /// client-go's "slow event handlers blocking the queue" traces in the controller manager's
+    /// log (the field report's `DeltaFIFO Pop Process` trace; `RealFIFO PopBatch Process` in
+    /// 1.37): how many, and the largest queue depth one reports.
+    pub kcm_slow_handler_traces: SlowHandlerTraces,
     /// Staleness of the controller manager's pod cache, seconds: median and largest sample.
     pub kcm_pod_cache_staleness_p50_s: f64,
     /// See `kcm_pod_cache_staleness_p50_s`.
@@ -233,6 +264,8 @@ pub struct Inputs<'a> {
     pub sim_cpu_ms: u64,
     /// The controller manager's exit status, if it exited by itself.
     pub kcm_exit: Option<String>,
+    /// Its log's slow-handler traces.
+    pub slow_handler_traces: SlowHandlerTraces,
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -342,6 +375,7 @@ impl KcmReport {
             duplicate_daemon_pods: i.final_counts.daemon_pods_ever.saturating_sub(nodes),
             extra_daemon_pods_peak: max(|s| s.extra_daemon_pods),
             kcm_informer_queued_pods_max: max(|s| s.kcm_informer_queued_pods),
+            kcm_slow_handler_traces: i.slow_handler_traces,
             kcm_pod_cache_staleness_p50_s: median(staleness.clone()),
             kcm_pod_cache_staleness_max_s: staleness.iter().copied().fold(0.0, f64::max),
             kcm_pod_informer_processing_p50_s: prom::histogram_quantile(
@@ -408,8 +442,10 @@ pub fn render(r: &KcmReport) -> String {
     );
     let _ = writeln!(
         out,
-        "  kcm pod informer: FIFO backlog max {}, cache staleness p50 {:.1} s max {:.1} s, processing p50 {} p99 {}",
+        "  kcm pod informer: FIFO backlog max {} (slow-handler traces {}, depth max {}), cache staleness p50 {:.1} s max {:.1} s, processing p50 {} p99 {}",
         r.kcm_informer_queued_pods_max,
+        r.kcm_slow_handler_traces.count,
+        r.kcm_slow_handler_traces.depth_max,
         r.kcm_pod_cache_staleness_p50_s,
         r.kcm_pod_cache_staleness_max_s,
         opt_s(r.kcm_pod_informer_processing_p50_s),
@@ -448,6 +484,15 @@ mod tests {
 
     fn sample(t: f64, observed: u64, store: u64) -> Sample {
         Sample { t, observed_pod_rv: observed, kcm_pod_store_rv: store, ..Sample::default() }
+    }
+
+    #[test]
+    fn slow_handler_traces_are_counted_with_their_largest_depth() {
+        let log = "I1201 trace.go:236] Trace[9]: \"RealFIFO PopBatch Process\" ID:default/web-2-820,Depth:342,Reason:slow event handlers blocking the queue,BatchSize:5\n\
+                   I1201 other line Depth:999999\n\
+                   I1201 Trace[3]: \"DeltaFIFO Pop Process\" ID:kube-system/kube-proxy-fv428,Depth:229809,Reason:slow event handlers blocking the queue (total time: 321ms)\n";
+        let traces = SlowHandlerTraces::from_log(log);
+        assert_eq!(traces, SlowHandlerTraces { count: 2, depth_max: 229_809 });
     }
 
     #[test]
