@@ -72,6 +72,7 @@ pub(crate) fn has_name<K: Resource>(obj: &K) -> bool {
 }
 
 /// The object's `namespace/name` (or `name`) key, for logs.
+#[cfg(feature = "fuzzing")]
 pub(crate) fn display_key<K: Resource>(obj: &K) -> String {
     let meta = obj.meta();
     match (meta.namespace.as_deref(), meta.name.as_deref()) {

@@ -26,10 +26,11 @@ pub struct ReflectorConfig {
     /// Use a streaming list (`watch` with `sendInitialEvents=true`, Kubernetes 1.27+) instead
     /// of a list for the initial list and every relist; on a server that refuses it, or if the
     /// stream fails before its `k8s.io/initial-events-end` bookmark, fall back to a list.
-    /// Default off (client-go 1.35 and later stream by default: its `WatchListClient` feature).
-    /// A server older than 1.27 ignores `sendInitialEvents` and never sends that bookmark: the
-    /// reflector then falls back only when the watch times out, so enable this only for servers
-    /// known to support streaming lists.
+    /// Default on, as in client-go since 1.35 (its `WatchListClient` feature). Before its first
+    /// streaming list the reflector asks the server's version once
+    /// ([`ListWatch::server_minor_version`](crate::ListWatch::server_minor_version)): a server
+    /// older than 1.27, which would ignore `sendInitialEvents` and never end the initial events,
+    /// gets plain lists.
     #[doc(alias = "UseWatchList")]
     #[doc(alias = "sendInitialEvents")]
     pub watch_list: bool,
@@ -77,7 +78,7 @@ impl Default for ReflectorConfig {
             label_selector: None,
             field_selector: None,
             page_size: None,
-            watch_list: false,
+            watch_list: true,
             bookmarks: true,
             min_watch_timeout: Duration::from_secs(145),
             watch_grace: Duration::from_secs(30),

@@ -274,6 +274,7 @@ fn reflect(lw: ScriptLw, steps: usize) -> (State, Option<NextAction>) {
         let queue: Arc<DeltaFifo<Pod>> = Arc::new(DeltaFifo::without_known_objects(access()));
         let config = ReflectorConfig::new()
             .name("fuzz")
+            .watch_list(false)
             .page_size(None)
             .short_watch(Duration::ZERO)
             .backoff(BackoffConfig::new().initial(Duration::from_millis(10)).jitter(0.0));

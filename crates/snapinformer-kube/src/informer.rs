@@ -14,7 +14,7 @@ use k8s_openapi::api::{
 };
 use kube::{Api, Resource};
 use snapinformer_core::{Informer, InformerBuilder};
-use snapinformer_store::{IndexFn, StoreBuilder};
+use snapinformer_store::{IndexFn, ObjectAccess, StoreBuilder};
 
 use crate::{
     ListWatch, Reflector, ReflectorConfig, ReflectorHandle, ReflectorStatus, Result, StatusHandle,
@@ -31,8 +31,9 @@ type Configure<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + S
 /// Builds a [`KubeInformer`]: the store's indexes, the informer's options, the reflector's
 /// configuration and transform.
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct KubeInformerBuilder<K: Resource + Send + Sync + 'static, L = Api<K>> {
+pub struct KubeInformerBuilder<K: Send + Sync + 'static, L = Api<K>> {
     lw: L,
+    access: ObjectAccess<K>,
     store: StoreBuilder<K>,
     name: String,
     configure: Vec<Configure<K>>,
@@ -41,7 +42,7 @@ pub struct KubeInformerBuilder<K: Resource + Send + Sync + 'static, L = Api<K>> 
     watch_error_handler: Option<WatchErrorHandler>,
 }
 
-impl<K: Resource + Send + Sync + 'static, L> fmt::Debug for KubeInformerBuilder<K, L> {
+impl<K: Send + Sync + 'static, L> fmt::Debug for KubeInformerBuilder<K, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeInformerBuilder")
             .field("name", &self.name)
@@ -60,9 +61,23 @@ where
     /// An informer for any `kube::Resource`, listing and watching through `lw` (a
     /// `kube::Api<K>`), on a store with only the namespace index.
     pub fn new(lw: L) -> Self {
+        KubeInformerBuilder::with_access(lw, access::<K>())
+    }
+}
+
+impl<K, L> KubeInformerBuilder<K, L>
+where
+    K: Clone + Send + Sync + 'static,
+    L: ListWatch<K>,
+{
+    /// An informer for objects that are not a `kube::Resource` (for example compact objects
+    /// decoded by their own [`ListWatch`]), whose metadata the store and reflector read through
+    /// `access`; a store with only the namespace index.
+    pub fn with_access(lw: L, access: ObjectAccess<K>) -> Self {
         KubeInformerBuilder {
             lw,
-            store: StoreBuilder::new(access::<K>()),
+            access,
+            store: StoreBuilder::new(access),
             name: "informer".to_owned(),
             configure: Vec::new(),
             config: ReflectorConfig::default(),
@@ -91,7 +106,8 @@ where
 
     /// Adds the owner-UID index ([`OWNER_UID_INDEX`], covering).
     pub fn owner_uid_index(self) -> Self {
-        self.covering_index(OWNER_UID_INDEX, IndexFn::owner_uid(access::<K>()))
+        let access = self.access;
+        self.covering_index(OWNER_UID_INDEX, IndexFn::owner_uid(access))
     }
 
     /// Adjusts the informer (queue kind, batch size, freshness policy, publish hook...).
@@ -149,9 +165,10 @@ where
         if config.name == ReflectorConfig::default().name {
             config.name.clone_from(&self.name);
         }
-        let reflector = Reflector::new(self.lw, informer.queue().clone(), config)
-            .with_shared_transform(self.transform)
-            .with_shared_watch_error_handler(self.watch_error_handler);
+        let reflector =
+            Reflector::with_access(self.lw, informer.queue().clone(), config, self.access)
+                .with_shared_transform(self.transform)
+                .with_shared_watch_error_handler(self.watch_error_handler);
         Ok((informer, reflector))
     }
 
@@ -189,14 +206,14 @@ pub struct Lag {
 ///
 /// Dereferences to the [`Informer`]: take snapshots, register handlers, wait for versions on
 /// it directly.
-pub struct KubeInformer<K: Resource + Send + Sync + 'static, L = Api<K>> {
+pub struct KubeInformer<K: Send + Sync + 'static, L = Api<K>> {
     informer: Informer<K>,
     reflector: Mutex<Option<Reflector<K, L>>>,
     handle: Mutex<Option<ReflectorHandle>>,
     status: StatusHandle,
 }
 
-impl<K: Resource + Send + Sync + 'static, L> fmt::Debug for KubeInformer<K, L> {
+impl<K: Send + Sync + 'static, L> fmt::Debug for KubeInformer<K, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeInformer")
             .field("informer", &self.informer)
@@ -205,7 +222,7 @@ impl<K: Resource + Send + Sync + 'static, L> fmt::Debug for KubeInformer<K, L> {
     }
 }
 
-impl<K: Resource + Send + Sync + 'static, L> Deref for KubeInformer<K, L> {
+impl<K: Send + Sync + 'static, L> Deref for KubeInformer<K, L> {
     type Target = Informer<K>;
     fn deref(&self) -> &Informer<K> {
         &self.informer
@@ -214,7 +231,7 @@ impl<K: Resource + Send + Sync + 'static, L> Deref for KubeInformer<K, L> {
 
 impl<K, L> KubeInformer<K, L>
 where
-    K: Resource + Clone + Send + Sync + 'static,
+    K: Clone + Send + Sync + 'static,
     L: ListWatch<K>,
 {
     /// The informer (also reachable through `Deref`).

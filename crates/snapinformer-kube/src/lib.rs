@@ -18,6 +18,11 @@
 //!   `kube::Resource`; [`transform`] holds ready-made transforms (dropping `managedFields`).
 //! - [`feed_watcher`] feeds a kube-rs `watcher` stream into the same queue instead, for kube-rs
 //!   controllers that only want the store.
+//! - Objects need not be `kube::Resource`s: [`Reflector::with_access`] and
+//!   [`KubeInformerBuilder::with_access`] take the store's accessors instead, and
+//!   [`list_request`] and [`watch_request`] list and watch a collection's path for a
+//!   [`ListWatch`] whose objects decode themselves (the `snapinformer-compact` crate's compact
+//!   pods do).
 //!
 //! # Guarantees
 //!
@@ -163,7 +168,7 @@ pub use informer::{
     KubeInformer, KubeInformerBuilder, Lag, NODE_NAME_INDEX, OWNER_UID_INDEX, daemonsets,
     informer_for, nodes, pods, statefulsets,
 };
-pub use listwatch::{ListWatch, MAX_WATCH_LINE_BYTES, WatchStream};
+pub use listwatch::{ListWatch, MAX_WATCH_LINE_BYTES, WatchStream, list_request, watch_request};
 pub use reflector::{
     EventKind, INITIAL_EVENTS_END, NextAction, Phase, Reflector, ReflectorHandle, ReflectorStats,
     ReflectorStatus, STREAMING_LIST_STALL, ShouldResync, StatusHandle, Step, Transform,

@@ -46,6 +46,15 @@ pub trait ListWatch<K: Clone>: Send + Sync + 'static {
         params: &WatchParams,
         resource_version: &str,
     ) -> BoxFuture<'_, Result<WatchStream<K>, kube::Error>>;
+
+    /// The server's Kubernetes minor version (`1.<minor>`), if it can tell. The reflector asks
+    /// once, before its first streaming list: a server older than 1.27 ignores
+    /// `sendInitialEvents` and would never end the stream's initial events, so it gets plain
+    /// lists. `None` (the default, and any failure) means unknown: streaming lists are tried, and
+    /// a server that refuses them falls back to lists.
+    fn server_minor_version(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(async { None })
+    }
 }
 
 impl<K> ListWatch<K> for Api<K>
@@ -77,6 +86,13 @@ where
         let rv = resource_version.to_owned();
         Box::pin(async move { watch_bounded(self, &params, &rv, MAX_WATCH_LINE_BYTES).await })
     }
+
+    fn server_minor_version(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(async move {
+            let info = self.clone().into_client().apiserver_version().await.ok()?;
+            parse_minor(&info.minor)
+        })
+    }
 }
 
 /// Opens a watch like [`Api::watch`], but decodes its lines with a bound on their length.
@@ -90,12 +106,27 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let request = kube::core::Request::new(api.resource_url());
-    let mut request = if K::metadata_api() {
+    let request = if K::metadata_api() {
         request.watch_metadata(params, resource_version)
     } else {
         request.watch(params, resource_version)
     }
     .map_err(kube::Error::BuildRequest)?;
+    watch_request(api.clone().into_client(), request, max_line).await
+}
+
+/// Sends a watch `request` (built with [`kube::core::Request::watch`]) through `client` and
+/// decodes its events as `K`, reading at most `max_line` bytes of any line (see
+/// [`MAX_WATCH_LINE_BYTES`]). What the [`ListWatch`] of `kube::Api` does, for implementations
+/// whose objects decode themselves (for example compact objects) rather than through `Api<K>`.
+pub async fn watch_request<K>(
+    client: kube::Client,
+    mut request: http::Request<Vec<u8>>,
+    max_line: usize,
+) -> Result<WatchStream<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned + Send + 'static,
+{
     request.extensions_mut().insert("watch");
     // As kube does for watches: no compression, so that each event can be read as it arrives.
     request
@@ -103,7 +134,7 @@ where
         .entry(http::header::ACCEPT_ENCODING)
         .or_insert(http::HeaderValue::from_static("identity"));
     // `request_stream` answers an HTTP error status with `kube::Error::Api`, like `Api::watch`.
-    let body = api.clone().into_client().request_stream(request).await?;
+    let body = client.request_stream(request).await?;
     Ok(watch_events(body, max_line).boxed())
 }
 
@@ -242,6 +273,30 @@ async fn list_at_zero<K>(api: &Api<K>, params: &ListParams) -> Result<ObjectList
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    list_request(api.clone().into_client(), api.resource_url(), params).await
+}
+
+/// Lists `url` (a collection's path, as `kube::Api::resource_url` gives it) through `client`
+/// with `params`, decoding the items as `K`. Unlike `kube::Api::list` it sends
+/// `resourceVersion=0` together with a `limit`, as client-go does (so that the API server
+/// answers from its watch cache); otherwise the same request. For [`ListWatch`]
+/// implementations whose objects decode themselves (for example compact objects).
+pub async fn list_request<K>(
+    client: kube::Client,
+    url: &str,
+    params: &ListParams,
+) -> Result<ObjectList<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned,
+{
+    if params.resource_version.as_deref() != Some("0")
+        || params.limit.is_none()
+        || params.continue_token.is_some()
+    {
+        let request =
+            kube::core::Request::new(url).list(params).map_err(kube::Error::BuildRequest)?;
+        return client.request::<ObjectList<K>>(request).await;
+    }
     let mut query = Vec::new();
     if let Some(labels) = &params.label_selector {
         query.push(format!("labelSelector={}", encode(labels)));
@@ -253,9 +308,9 @@ where
         query.push(format!("limit={limit}"));
     }
     query.push("resourceVersion=0".to_owned());
-    let url = format!("{}?{}", api.resource_url(), query.join("&"));
+    let url = format!("{url}?{}", query.join("&"));
     let request = http::Request::get(url).body(Vec::new()).map_err(kube::Error::HttpError)?;
-    api.clone().into_client().request::<ObjectList<K>>(request).await
+    client.request::<ObjectList<K>>(request).await
 }
 
 /// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
@@ -346,5 +401,24 @@ mod tests {
         assert!(items[0].as_ref().is_err_and(|e| e.contains("gone")), "{items:?}");
         assert!(items[1].as_ref().is_err_and(|e| e.contains("expected")), "{items:?}");
         assert_eq!(items[2], Ok("a".into()));
+    }
+}
+
+/// The numeric part of a `/version` `minor` field (`"37"`, or `"37+"` from some distributions).
+fn parse_minor(minor: &str) -> Option<u32> {
+    let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::parse_minor;
+
+    #[test]
+    fn minor_versions_parse_with_and_without_a_distribution_suffix() {
+        assert_eq!(parse_minor("37"), Some(37));
+        assert_eq!(parse_minor("26+"), Some(26));
+        assert_eq!(parse_minor(""), None);
+        assert_eq!(parse_minor("x"), None);
     }
 }

@@ -13,6 +13,7 @@ use kube::{
     api::{ListParams, WatchEvent, WatchParams},
 };
 use snapinformer_core::{Queue, queue};
+use snapinformer_store::ObjectAccess;
 use tokio::{
     sync::watch,
     task::JoinHandle,
@@ -21,7 +22,7 @@ use tokio::{
 
 use crate::{
     Backoff, Error, ListWatch, ReflectorConfig, Result,
-    access::{display_key, has_name},
+    access::access,
     listwatch::{MAX_WATCH_LINE_BYTES, WatchStream},
 };
 
@@ -314,6 +315,7 @@ impl<K> State<K> {
 pub struct Reflector<K, L = kube::Api<K>> {
     lw: L,
     queue: Arc<dyn Queue<K>>,
+    access: ObjectAccess<K>,
     config: ReflectorConfig,
     transform: Option<Transform<K>>,
     state: State<K>,
@@ -327,6 +329,8 @@ pub struct Reflector<K, L = kube::Api<K>> {
     paginated_result: bool,
     /// The server refused a streaming list: never ask again.
     watch_list_supported: bool,
+    /// Whether the server's version was asked for (once, before the first streaming list).
+    version_checked: bool,
     /// The next list is a plain list even if streaming lists are enabled (fallback).
     list_fallback: bool,
     /// The current run of internal errors on watches (first, last), for
@@ -357,9 +361,28 @@ where
 {
     /// A reflector that lists and watches through `lw` into `queue`.
     pub fn new(lw: L, queue: Arc<dyn Queue<K>>, config: ReflectorConfig) -> Self {
+        Reflector::with_access(lw, queue, config, access::<K>())
+    }
+}
+
+impl<K, L> Reflector<K, L>
+where
+    K: Clone + Send + Sync + 'static,
+    L: ListWatch<K>,
+{
+    /// A reflector for objects that are not a `kube::Resource` (for example compact objects
+    /// decoded by their own [`ListWatch`]), reading their name, namespace and resourceVersion
+    /// through `access`.
+    pub fn with_access(
+        lw: L,
+        queue: Arc<dyn Queue<K>>,
+        config: ReflectorConfig,
+        access: ObjectAccess<K>,
+    ) -> Self {
         Reflector {
             lw,
             queue,
+            access,
             backoff: Backoff::new(config.backoff.clone()),
             config,
             transform: None,
@@ -368,6 +391,7 @@ where
             rv_unavailable: false,
             paginated_result: false,
             watch_list_supported: true,
+            version_checked: false,
             list_fallback: false,
             internal_errors: None,
             next_resync: None,
@@ -623,16 +647,25 @@ where
         Step::Failed { error, next, retry_in }
     }
 
+    /// The object's `namespace/name` (or `name`) key, for logs and steps.
+    fn display_key(&self, obj: &K) -> String {
+        match ((self.access.namespace)(obj), (self.access.name)(obj)) {
+            (Some(ns), Some(n)) if !ns.is_empty() => format!("{ns}/{n}"),
+            (_, Some(n)) => n.to_owned(),
+            (_, None) => "<no name>".to_owned(),
+        }
+    }
+
     /// Applies the transform and checks that the object can be stored.
     fn prepare(&self, mut obj: K) -> Result<Arc<K>, Error> {
         if let Some(t) = &self.transform {
             t(&mut obj);
         }
-        if !has_name(&obj) {
+        if (self.access.name)(&obj).is_none_or(|n| n.is_empty()) {
             return Err(Error::Malformed(format!(
                 "object without metadata.name (namespace {:?}, resourceVersion {:?})",
-                obj.meta().namespace,
-                obj.meta().resource_version
+                (self.access.namespace)(&obj),
+                (self.access.resource_version)(&obj)
             )));
         }
         Ok(Arc::new(obj))
@@ -655,6 +688,15 @@ where
     async fn start_list(&mut self) -> Result<Step> {
         // As in client-go, the reflector's own resyncs run only while it watches.
         self.next_resync = None;
+        if self.config.watch_list && self.watch_list_supported && !self.version_checked {
+            self.version_checked = true;
+            if let Some(minor) = self.lw.server_minor_version().await
+                && minor < 27
+            {
+                tracing::info!(reflector = %self.config.name, minor, "the server predates streaming lists (1.27): using lists");
+                self.watch_list_supported = false;
+            }
+        }
         if self.config.watch_list && self.watch_list_supported && !self.list_fallback {
             return self.open_streaming_list().await;
         }
@@ -896,8 +938,8 @@ where
         self.count(|st| st.watch_events += 1);
         let step = match self.prepare(obj) {
             Ok(obj) => {
-                let key = display_key(&*obj);
-                let resource_version = obj.meta().resource_version.clone();
+                let key = self.display_key(&obj);
+                let resource_version = (self.access.resource_version)(&obj).map(str::to_owned);
                 if kind == EventKind::Deleted {
                     s.items.remove(&key);
                 } else {
@@ -1089,8 +1131,9 @@ where
                 return Ok(self.fail(error, NextAction::Continue, false));
             }
         };
-        let key = display_key(&*obj);
-        let resource_version = obj.meta().resource_version.clone().filter(|v| !v.is_empty());
+        let key = self.display_key(&obj);
+        let resource_version =
+            (self.access.resource_version)(&obj).filter(|v| !v.is_empty()).map(str::to_owned);
         self.queue.wait_capacity().await;
         let queued = match kind {
             EventKind::Added => self.queue.add(obj),

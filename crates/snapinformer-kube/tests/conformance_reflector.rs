@@ -67,9 +67,12 @@ fn informer() -> Informer<Pod> {
     inf
 }
 
+/// Plain lists unless a test asks for streaming lists: client-go's fake list-watchers opt out
+/// of watch-list semantics the same way (`DoesClientNotSupportWatchListSemantics`).
 fn config() -> ReflectorConfig {
     ReflectorConfig::new()
         .name("test")
+        .watch_list(false)
         .backoff(BackoffConfig::new().initial(Duration::from_millis(100)).jitter(0.0))
 }
 
@@ -1620,7 +1623,7 @@ mod shared_informer_error_handling {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let inf = KubeInformerBuilder::new(lw)
             .name("errors")
-            .reflector(ReflectorConfig::new())
+            .reflector(ReflectorConfig::new().watch_list(false))
             .watch_error_handler(move |name: &str, e: &Error| {
                 let _ = tx.send(format!("{name}: {e}"));
             })

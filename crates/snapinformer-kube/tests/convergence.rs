@@ -124,7 +124,8 @@ async fn cache_converges_after_forced_410_on_watches_and_lists() {
     .await;
     let initial = names("a", 0..20);
     create(&server, initial.clone());
-    let (inf, m1, m2) = informer(&server.url(), fast()).await;
+    // Plain lists: the faults answer lists with 410.
+    let (inf, m1, m2) = informer(&server.url(), fast().watch_list(false)).await;
     let writer: Api<Pod> = Api::default_namespaced(client_for(&server.url()));
     churn(&server, &writer, "b", &initial).await;
     eventually(30, "forced 410s consumed", || {
@@ -246,7 +247,8 @@ async fn streaming_list_syncs_without_a_list_request_and_keeps_watching() {
 async fn paginated_initial_list_reads_every_page() {
     let server = server(Config::default()).await;
     create(&server, names("a", 0..95));
-    let (inf, m1, _m2) = informer(&server.url(), fast().page_size(Some(10))).await;
+    let (inf, m1, _m2) =
+        informer(&server.url(), fast().watch_list(false).page_size(Some(10))).await;
     within(30, "convergence", assert_converged(&server, &inf, &[&m1])).await;
     let stats = inf.reflector_status().stats;
     assert_eq!((stats.list_pages, stats.lists), (10, 1), "{stats:?}");

@@ -176,7 +176,7 @@ async fn watch_line_flooded_without_a_newline_is_cut_at_the_line_limit_then_reli
     let informer = Informer::<Pod>::builder(access()).build().unwrap();
     informer.start().unwrap();
     let api: Api<Pod> = Api::all(client_for(&url));
-    let mut r = Reflector::new(api, informer.queue().clone(), live::fast());
+    let mut r = Reflector::new(api, informer.queue().clone(), live::fast().watch_list(false));
 
     let (failed, _) = step_until(&mut r, 60, "the line limit error", |s| {
         matches!(s, Step::Failed { error: Error::WatchLineTooLong(_), .. })
@@ -218,6 +218,7 @@ async fn watch_trickling_bytes_without_a_newline_is_abandoned_at_its_deadline_an
     informer.start().unwrap();
     let api: Api<Pod> = Api::all(client_for(&url));
     let config: ReflectorConfig = live::fast()
+        .watch_list(false)
         .min_watch_timeout(Duration::from_secs(1))
         .watch_grace(Duration::from_millis(500));
     let mut r = Reflector::new(api, informer.queue().clone(), config);

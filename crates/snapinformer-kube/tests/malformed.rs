@@ -106,7 +106,8 @@ async fn invalid_json_relists_and_an_object_without_metadata_is_skipped_never_a_
     let informer = Informer::<Pod>::builder(access()).build().unwrap();
     informer.start().unwrap();
     let api: Api<Pod> = Api::all(client_for(&url));
-    let handle = Reflector::new(api, informer.queue().clone(), live::fast()).spawn();
+    let handle =
+        Reflector::new(api, informer.queue().clone(), live::fast().watch_list(false)).spawn();
     let snap =
         within(10, "final state", informer.wait_for("13", Duration::from_secs(10))).await.unwrap();
     assert_eq!(

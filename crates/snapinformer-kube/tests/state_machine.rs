@@ -19,9 +19,12 @@ fn informer() -> Informer<Pod> {
     inf
 }
 
+/// Plain lists unless a test asks for streaming lists: client-go's fake list-watchers opt out
+/// of watch-list semantics the same way (`DoesClientNotSupportWatchListSemantics`).
 fn config() -> ReflectorConfig {
     ReflectorConfig::new()
         .name("test")
+        .watch_list(false)
         .backoff(BackoffConfig::new().initial(Duration::from_millis(100)).jitter(0.0))
 }
 
@@ -427,6 +430,31 @@ async fn streaming_list_collects_initial_events_until_the_end_bookmark_then_keep
     eventually_real("delete", || model.lock().unwrap().deletes == 1).await;
     assert_eq!(lw.calls().len(), 1, "no list request at all");
     assert!(inf.has_synced());
+}
+
+#[tokio::test]
+async fn a_server_older_than_1_27_gets_plain_lists_without_a_streaming_attempt() {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.server_minor(26).list(Ok(list(vec![pod("a", 3)], 3, None)));
+    // Streaming lists are the default, as in client-go since 1.35.
+    let mut r = reflector(&lw, &inf, ReflectorConfig::new().name("old-server"));
+    assert!(matches!(step(&mut r).await, Step::Listed { streaming: false, .. }));
+    assert!(matches!(lw.calls()[0], Call::List { .. }), "{:?}", lw.calls());
+    assert_eq!(r.status().stats.watch_list_fallbacks, 0);
+}
+
+#[tokio::test]
+async fn a_server_of_1_27_or_later_gets_a_streaming_list_by_default() {
+    let (lw, inf) = (FakeLw::new(), informer());
+    lw.server_minor(37).watch(WatchScript::Events(
+        vec![Ok(WatchEvent::Added(pod("a", 3))), Ok(bookmark(3, true))],
+        End::Hang,
+    ));
+    let mut r = reflector(&lw, &inf, ReflectorConfig::new().name("new-server"));
+    assert!(matches!(step(&mut r).await, Step::StreamingListOpened { .. }));
+    assert!(matches!(lw.calls()[0], Call::Watch { initial_events: true, .. }), "{:?}", lw.calls());
+    step(&mut r).await; // the object
+    assert!(matches!(step(&mut r).await, Step::Listed { objects: 1, streaming: true, .. }));
 }
 
 #[tokio::test(start_paused = true)]

@@ -378,9 +378,15 @@ pub fn initial_pods(shape: &Shape) -> Vec<Arc<Pod>> {
 /// move the pod to another node. Returns the updates and each pod's node afterwards.
 pub fn updates(shape: &Shape, count: usize, first_rv: u64, seed: u64) -> Vec<Arc<Pod>> {
     // Choose the pods and nodes sequentially (deterministic), build the objects in parallel.
+    let plan = update_plan(shape, count, seed);
+    generate(count, |u| make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
+}
+
+/// The plan of [`updates`]: `(pod, node afterwards)` for each update.
+pub fn update_plan(shape: &Shape, count: usize, seed: u64) -> Vec<(usize, usize)> {
     let mut rng = Rng::new(seed);
     let mut node_of: Vec<usize> = (0..shape.total()).map(|i| i % shape.nodes).collect();
-    let plan: Vec<(usize, usize)> = (0..count)
+    (0..count)
         .map(|_| {
             let i = rng.below(shape.total());
             if rng.below(100) < 5 {
@@ -388,6 +394,5 @@ pub fn updates(shape: &Shape, count: usize, first_rv: u64, seed: u64) -> Vec<Arc
             }
             (i, node_of[i])
         })
-        .collect();
-    generate(count, |u| make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
+        .collect()
 }

@@ -9,6 +9,7 @@
 //! | [`runtime`] | `snapinformer-runtime` | The controller runtime: a [`Controller`] maps primary and owned objects' events to keys, runs your reconcile on N workers from the work queue with backoff, shuts down gracefully, exports metrics, and waits before each reconcile until the caches show the key's own last writes (read-your-writes, on by default), with client-go-style expectations. |
 //! | [`kube`] | `snapinformer-kube` | List and watch through the `kube` client (the reflector), typed informers ([`pods`], [`nodes`], ...), the [`KubeInformerFactory`], metadata access for any `kube::Resource`, transforms, a kube-rs watcher adapter. Kubernetes types enter here. |
 //! | [`informer`] | `snapinformer-core` | client-go's delta queues, the processing loop that applies batches to the store and publishes each once, the shared [`Informer`] with isolated handlers, freshness ([`Informer::wait_for`]), the controllers' [`WorkQueue`]. Generic over the object type. |
+//! | [`compact`] | `snapinformer-compact` | Compact, shared objects for the cache: pods decoded straight into hash-consed trees that share what the pods of a set have in common, with [`compact::pods_compact`], the same informer over them. |
 //! | [`store`] | `snapinformer-store` | The snapshot store: one writer, any number of readers taking immutable [`Snapshot`]s in O(1) that never make the writer wait. No async, no Kubernetes. |
 //!
 //! # Consistency guarantees
@@ -77,6 +78,9 @@ pub use snapinformer_kube as kube;
 /// The controller runtime (crate `snapinformer-runtime`): controller, reconcile context,
 /// read-your-writes, expectations.
 pub use snapinformer_runtime as runtime;
+
+/// Compact, shared objects (crate `snapinformer-compact`): pods decoded into shared trees.
+pub use snapinformer_compact as compact;
 
 pub use snapinformer_core::{
     DeltaFifo, Freshness, FreshnessPolicy, Informer, InformerBuilder, Notification, Progress,

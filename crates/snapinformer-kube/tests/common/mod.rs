@@ -114,6 +114,7 @@ struct Script {
     lists: VecDeque<Result<ObjectList<Pod>, kube::Error>>,
     watches: VecDeque<WatchScript>,
     calls: Vec<Call>,
+    minor: Option<u32>,
 }
 
 /// A list/watch that answers from a script; an exhausted script never answers.
@@ -135,12 +136,22 @@ impl FakeLw {
     pub fn calls(&self) -> Vec<Call> {
         self.0.lock().unwrap().calls.clone()
     }
+    /// Makes the fake report Kubernetes `1.<minor>` from `/version`.
+    pub fn server_minor(&self, minor: u32) -> &Self {
+        self.0.lock().unwrap().minor = Some(minor);
+        self
+    }
     pub fn last_call(&self) -> Call {
         self.calls().last().cloned().expect("a call was made")
     }
 }
 
 impl ListWatch<Pod> for FakeLw {
+    fn server_minor_version(&self) -> BoxFuture<'_, Option<u32>> {
+        let minor = self.0.lock().unwrap().minor;
+        Box::pin(async move { minor })
+    }
+
     fn list(&self, params: &ListParams) -> BoxFuture<'_, Result<ObjectList<Pod>, kube::Error>> {
         let mut s = self.0.lock().unwrap();
         s.calls.push(Call::List {

@@ -1,0 +1,159 @@
+//! Decoding straight into the compact tree: a serde `DeserializeSeed` that interns every node as
+//! it is read, so no intermediate `serde_json::Value` or `k8s_openapi` object is built.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::{
+    intern::Interner,
+    value::{Key, Object, Value},
+};
+
+/// Deepest nesting decoded (serde_json stops at 128 levels on its own; this bound also holds
+/// for other deserializers).
+pub const MAX_DEPTH: usize = 128;
+
+/// Decodes one JSON value through an [`Interner`].
+///
+/// Nodes at depth `< unique_depth` are built without interning: they are expected to be unique
+/// per object (a pod's root and its `metadata`, which carry the name, UID and resource version),
+/// so looking them up would only cost time and table space.
+pub struct ValueSeed<'i> {
+    interner: &'i mut Interner,
+    depth: usize,
+    unique_depth: usize,
+    /// The object keys on the path to this value, for `unique_depth` decisions (only the first
+    /// level matters: `metadata` under the root).
+    in_metadata: bool,
+}
+
+impl<'i> ValueSeed<'i> {
+    /// A seed for a whole Kubernetes object: the root object and its `metadata` are not
+    /// interned, everything below is.
+    pub fn object(interner: &'i mut Interner) -> Self {
+        ValueSeed { interner, depth: 0, unique_depth: 1, in_metadata: false }
+    }
+
+    /// A seed that interns every node (for values that are not whole objects).
+    pub fn value(interner: &'i mut Interner) -> Self {
+        ValueSeed { interner, depth: 0, unique_depth: 0, in_metadata: false }
+    }
+
+    fn child(&mut self, in_metadata: bool) -> ValueSeed<'_> {
+        ValueSeed {
+            interner: self.interner,
+            depth: self.depth + 1,
+            unique_depth: self.unique_depth,
+            in_metadata,
+        }
+    }
+
+    fn unique(&self) -> bool {
+        self.depth < self.unique_depth || (self.depth == 1 && self.in_metadata)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom("value nested too deeply"));
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        self.deserialize(d)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::U64(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(if v >= 0 { Value::U64(v as u64) } else { Value::I64(v) })
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::F64(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(self.interner.str(v)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(v) = seq.next_element_seed(self.child(false))? {
+            items.push(v);
+        }
+        Ok(Value::Array(if self.unique() {
+            crate::value::Array::new(items)
+        } else {
+            self.interner.array(items)
+        }))
+    }
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
+        let mut entries: Vec<(Key, Value)> =
+            Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+        while let Some(k) = map.next_key_seed(KeySeed(self.interner))? {
+            let in_metadata = self.depth == 0 && self.unique_depth > 0 && &*k == "metadata";
+            let v = map.next_value_seed(self.child(in_metadata))?;
+            entries.push((k, v));
+        }
+        Ok(Value::Object(if self.unique() {
+            Object::new(entries)
+        } else {
+            self.interner.object(entries)
+        }))
+    }
+}
+
+/// Decodes an object key into an interned [`Key`].
+struct KeySeed<'i>(&'i mut Interner);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Key;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_> {
+    type Value = Key;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+        Ok(self.0.key(v))
+    }
+}
+
+/// Decodes one JSON document (a whole Kubernetes object: its root and `metadata` are not
+/// interned) from `bytes`.
+pub fn decode_object(interner: &mut Interner, bytes: &[u8]) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v = ValueSeed::object(interner).deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// Decodes one JSON value from `bytes`, interning every node.
+pub fn decode_value(interner: &mut Interner, bytes: &[u8]) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v = ValueSeed::value(interner).deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
