@@ -49,6 +49,9 @@ use observer::Observer;
 use process::{KcmLaunch, find_binary, free_port, metrics_client, proc_stats, scrape};
 use report::{KcmReport, Sample, Samples};
 
+/// How long the controller manager may take to serve `/metrics` before the run fails.
+const KCM_START_LIMIT_S: f64 = 60.0;
+
 /// Namespace of the StatefulSets (one namespace, as in the report).
 pub const SET_NAMESPACE: &str = "default";
 /// Namespace and name of the DaemonSet.
@@ -153,7 +156,13 @@ pub fn main(args: &KcmArgs) -> Result<(), String> {
     write_json(&args.out.join("report.json"), &report)?;
     println!("{}", report::render(&report));
     println!("report: {}", args.out.join("report.json").display());
-    Ok(())
+    match &report.kcm_exit {
+        Some(status) => Err(format!(
+            "kube-controller-manager exited during the run ({status}); its log: {}",
+            args.out.join("kcm.log").display()
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Starts the test API server with the kubelet, the nodes, the sets and the DaemonSet.
@@ -237,13 +246,20 @@ async fn run(args: &KcmArgs, binary: PathBuf) -> Result<KcmReport, String> {
     loop {
         tokio::time::sleep(args.sample_every).await;
         let t = t0.elapsed().as_secs_f64();
-        if let Ok(Some(status)) = child.try_wait() {
+        if let Some(status) = child.try_wait() {
             exit_status = Some(status.to_string());
             break;
         }
         let counts = observer.counts();
         let server_rv = server.resource_version();
         let kcm_text = scrape(&kcm).await.unwrap_or_default();
+        if kcm_text.is_empty() && last_kcm_metrics.is_empty() && t >= KCM_START_LIMIT_S {
+            return Err(format!(
+                "kube-controller-manager did not serve /metrics on 127.0.0.1:{port} within \
+                 {KCM_START_LIMIT_S} s; its log: {}",
+                args.out.join("kcm.log").display()
+            ));
+        }
         let kcm_samples = prom::parse(&kcm_text);
         let server_samples = prom::parse(&server.metrics_text());
         let proc = proc_stats(pid).unwrap_or_default();
@@ -280,8 +296,7 @@ async fn run(args: &KcmArgs, binary: PathBuf) -> Result<KcmReport, String> {
         if let Ok(text) = scrape(&kcm).await {
             last_kcm_metrics = text;
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(child);
     }
     observer_task.abort();
     let server_metrics = server.metrics_text();
@@ -295,12 +310,6 @@ async fn run(args: &KcmArgs, binary: PathBuf) -> Result<KcmReport, String> {
     write_json(&args.out.join("samples.json"), &samples)?;
     let clients = audit::read(&audit_path)?;
     let kcm_log = std::fs::read_to_string(args.out.join("kcm.log")).unwrap_or_default();
-    if let Some(status) = &exit_status {
-        eprintln!(
-            "kube-controller-manager exited early ({status}); its log: {}",
-            args.out.join("kcm.log").display()
-        );
-    }
     Ok(KcmReport::build(report::Inputs {
         environment,
         params,

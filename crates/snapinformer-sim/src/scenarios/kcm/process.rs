@@ -110,8 +110,9 @@ impl KcmLaunch {
         args
     }
 
-    /// Starts the process with its output in the log file.
-    pub fn spawn(&self) -> Result<Child, String> {
+    /// Starts the process with its output in the log file. The process is killed when the
+    /// returned handle is dropped, so that no error path leaves it running.
+    pub fn spawn(&self) -> Result<KcmChild, String> {
         std::fs::create_dir_all(&self.cert_dir)
             .map_err(|e| format!("creating {}: {e}", self.cert_dir.display()))?;
         let log = std::fs::File::create(&self.log)
@@ -123,7 +124,33 @@ impl KcmLaunch {
             .stdout(log)
             .stderr(err)
             .spawn()
+            .map(KcmChild)
             .map_err(|e| format!("starting {}: {e}", self.binary.display()))
+    }
+}
+
+/// The running controller manager; killed (and reaped) on drop.
+#[derive(Debug)]
+pub struct KcmChild(Child);
+
+impl KcmChild {
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Its exit status, if it has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for KcmChild {
+    fn drop(&mut self) {
+        if self.try_wait().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }
 
