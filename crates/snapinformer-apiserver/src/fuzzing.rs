@@ -477,6 +477,27 @@ fn check_answer(what: &str, status: StatusCode, content_type: &str, body: &[u8])
         assert_eq!(value["code"], status.as_u16(), "{what}: Status code is the HTTP status");
         return;
     }
+    if content_type == crate::protobuf::MEDIA_TYPE {
+        if let Err(e) = crate::protobuf::codec::decode_object(body) {
+            panic!("{what}: {status} protobuf answer does not decode: {e}");
+        }
+        return;
+    }
+    if content_type == crate::protobuf::WATCH_MEDIA_TYPE {
+        let mut rest = body;
+        while rest.len() >= 4 {
+            let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            let frame = rest.get(4..4 + len).unwrap_or_else(|| panic!("{what}: cut watch frame"));
+            let event = crate::protobuf::codec::decode_message(
+                "k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent",
+                frame,
+            );
+            assert!(event.is_ok(), "{what}: watch frame does not decode: {event:?}");
+            rest = &rest[4 + len..];
+        }
+        assert!(rest.is_empty(), "{what}: trailing bytes after the last watch frame");
+        return;
+    }
     if content_type.starts_with("application/json") && !body.is_empty() {
         // A watch is one JSON value per line; anything else is one JSON value.
         for line in body.split(|b| *b == b'\n').filter(|l| !l.trim_ascii().is_empty()) {

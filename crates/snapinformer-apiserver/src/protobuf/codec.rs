@@ -346,8 +346,39 @@ fn format_go_duration(nanos: i64) -> String {
 // ---------------------------------------------------------------------------------------------
 // protobuf -> JSON
 
+/// How deeply messages may nest in a body. The schema nests a few levels; objects embedded as
+/// protobuf in a `RawExtension` could nest without end, and a hostile body must not exhaust
+/// the stack.
+const MAX_DEPTH: u32 = 64;
+
+thread_local! {
+    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one level of nesting while alive.
+struct DepthGuard;
+
+impl DepthGuard {
+    fn enter() -> Result<Self> {
+        DEPTH.with(|d| {
+            if d.get() >= MAX_DEPTH {
+                return Err(CodecError::Malformed("messages nested too deeply"));
+            }
+            d.set(d.get() + 1);
+            Ok(DepthGuard)
+        })
+    }
+}
+
+impl Drop for DepthGuard {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
 /// Decodes message `name` (without envelope) into its JSON form.
 pub(crate) fn decode_message(name: &str, data: &[u8]) -> Result<Value> {
+    let _depth = DepthGuard::enter()?;
     if let Some(value) = decode_special(name, data)? {
         return Ok(value);
     }
@@ -678,6 +709,30 @@ mod tests {
             decode_message("k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent", &frame[4..]).unwrap();
         assert_eq!(event["type"], "ADDED");
         assert_eq!(event["object"]["metadata"]["name"], "n");
+    }
+
+    #[test]
+    fn objects_nested_without_end_in_raw_extensions_are_refused_not_a_stack_overflow() {
+        let mut body = envelope("apps/v1", "ControllerRevision", b"");
+        for _ in 0..200 {
+            let mut raw = Vec::new();
+            put_bytes(&mut raw, 1, &body);
+            let mut revision = Vec::new();
+            put_bytes(&mut revision, 2, &raw);
+            body = envelope("apps/v1", "ControllerRevision", &revision);
+        }
+        assert_eq!(
+            decode_object(&body).unwrap_err(),
+            CodecError::Malformed("messages nested too deeply")
+        );
+        let shallow = {
+            let mut raw = Vec::new();
+            put_bytes(&mut raw, 1, &envelope("v1", "Node", b""));
+            let mut revision = Vec::new();
+            put_bytes(&mut revision, 2, &raw);
+            envelope("apps/v1", "ControllerRevision", &revision)
+        };
+        assert_eq!(decode_object(&shallow).unwrap().2["data"]["kind"], "Node");
     }
 
     #[test]
