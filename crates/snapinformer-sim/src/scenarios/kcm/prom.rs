@@ -99,6 +99,7 @@ pub fn sum(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
 
 /// The `q` quantile (0..1) of a histogram from its cumulative `_bucket` samples, as Prometheus'
 /// `histogram_quantile` estimates it (linear within the bucket); `None` without observations.
+/// A quantile in the `+Inf` bucket is the last finite bound (the estimate's floor).
 pub fn histogram_quantile(
     samples: &[Sample],
     name: &str,

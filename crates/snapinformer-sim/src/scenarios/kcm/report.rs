@@ -123,10 +123,13 @@ pub struct QueueFigures {
     /// `workqueue_retries_total`.
     pub retries: u64,
     /// Median and 99th percentile of `workqueue_queue_duration_seconds` (time an item waits).
+    /// Estimates from the histogram's buckets, capped at its last finite bucket (10 s for
+    /// client-go's work queues): 10 means at least 10 s.
     pub queue_wait_p50_s: Option<f64>,
     /// See `queue_wait_p50_s`.
     pub queue_wait_p99_s: Option<f64>,
-    /// Median and 99th percentile of `workqueue_work_duration_seconds` (one sync).
+    /// Median and 99th percentile of `workqueue_work_duration_seconds` (one sync), capped
+    /// the same way.
     pub work_p50_s: Option<f64>,
     /// See `work_p50_s`.
     pub work_p99_s: Option<f64>,
