@@ -97,6 +97,16 @@ pub fn sum(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// The largest of the samples named `name` whose labels include every `(label, value)` of
+/// `want`; 0 when there is none.
+pub fn max(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.name == name && want.iter().all(|(k, v)| s.label(k) == *v))
+        .map(|s| s.value)
+        .fold(0.0, f64::max)
+}
+
 /// The `q` quantile (0..1) of a histogram from its cumulative `_bucket` samples, as Prometheus'
 /// `histogram_quantile` estimates it (linear within the bucket); `None` without observations.
 /// A quantile in the `+Inf` bucket is the last finite bound (the estimate's floor).
@@ -150,6 +160,7 @@ mod tests {
         assert!(samples[2].value.is_infinite());
         assert_eq!(sum(&samples, "workqueue_depth", &[("name", "statefulset")]), 7.0);
         assert_eq!(sum(&samples, "workqueue_depth", &[("name", "daemonset")]), 0.0);
+        assert_eq!(max(&samples, "workqueue_depth", &[]), 7.0);
     }
 
     #[test]

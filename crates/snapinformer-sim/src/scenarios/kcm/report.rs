@@ -59,7 +59,8 @@ impl Sample {
         server: &[Metric],
         proc: ProcStats,
     ) -> Self {
-        let pods = [("resource", "pods")];
+        // The core group's pods (a version is a number, not a sum over informers).
+        let pods = [("group", ""), ("resource", "pods")];
         Sample {
             t,
             set_pods: counts.set_pods,
@@ -68,7 +69,7 @@ impl Sample {
             extra_daemon_pods: counts.extra_daemon_pods,
             server_rv,
             observed_pod_rv: counts.pod_rv,
-            kcm_pod_store_rv: prom::sum(kcm, "informer_store_resource_version", &pods) as u64,
+            kcm_pod_store_rv: prom::max(kcm, "informer_store_resource_version", &pods) as u64,
             kcm_informer_queued_pods: prom::sum(kcm, "informer_queued_items", &pods) as u64,
             statefulset_queue_depth: prom::sum(kcm, "workqueue_depth", &[("name", "statefulset")])
                 as u64,
