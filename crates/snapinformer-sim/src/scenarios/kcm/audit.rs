@@ -123,7 +123,10 @@ pub fn client_of(user_agent: &str) -> String {
             .map_or(last, |account| account.rsplit(':').next().unwrap_or(account));
         return last.to_owned();
     }
-    user_agent.split('/').next().unwrap_or(user_agent).to_owned()
+    match user_agent.split('/').next() {
+        Some(product) if !product.is_empty() => product.to_owned(),
+        _ => "(no user agent)".to_owned(),
+    }
 }
 
 /// Reads and counts the audit log at `path`.
@@ -179,6 +182,7 @@ mod tests {
         let account = "kube-controller-manager/v0.0.0 (linux/amd64) kubernetes/$Format/system:serviceaccount:kube-system:daemon-set-controller";
         assert_eq!(client_of(account), "daemon-set-controller");
         assert_eq!(client_of("kubectl/v1.33.1 (linux/amd64) kubernetes/x"), "kubectl");
+        assert_eq!(client_of(""), "(no user agent)");
     }
 
     #[test]
