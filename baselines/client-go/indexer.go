@@ -71,12 +71,12 @@ func (b *indexerBackend) apply(pods []*corev1.Pod) error {
 	return nil
 }
 
-func (b *indexerBackend) build(initial []corev1.Pod) error {
+func (b *indexerBackend) build(initial []*corev1.Pod) error {
 	return b.applyAll(initial)
 }
 
-func (b *indexerBackend) applyAll(pool []corev1.Pod) error {
-	ptrs := pointers(pool)
+func (b *indexerBackend) applyAll(pool []*corev1.Pod) error {
+	ptrs := pool
 	for len(ptrs) > 0 {
 		n := min(len(ptrs), maxBatch)
 		if err := b.apply(ptrs[:n]); err != nil {
@@ -90,8 +90,8 @@ func (b *indexerBackend) applyAll(pool []corev1.Pod) error {
 // openLoop is store_scenario.rs `open_loop` in Go: the writer takes what has arrived (up to 1000
 // at a time), applies it in one transaction, and every update of the batch becomes visible when
 // the transaction returns.
-func (b *indexerBackend) openLoop(pool []corev1.Pod, rate uint64) (openLoopResult, error) {
-	ptrs := pointers(pool)
+func (b *indexerBackend) openLoop(pool []*corev1.Pod, rate uint64) (openLoopResult, error) {
+	ptrs := pool
 	total := len(ptrs)
 	res := openLoopResult{staleness: newLatency()}
 	visible := 0

@@ -174,12 +174,18 @@ func (h handler) OnDelete(any) { h.b.unexpected.Add(1) }
 func (b *informerBackend) indexer() cache.Indexer { return b.informer.GetIndexer() }
 
 // build serves initial through List, starts the informer and waits until it and the handler have
-// synced (the handler has received every initial add).
-func (b *informerBackend) build(initial []corev1.Pod) error {
+// synced (the handler has received every initial add). The list response holds its items in one
+// array, as a decoded list does; the reflector copies each item out of it
+// (meta.ExtractListWithAlloc), and the array and the generated pods become garbage.
+func (b *informerBackend) build(initial []*corev1.Pod) error {
+	items := make([]corev1.Pod, len(initial))
+	for i, p := range initial {
+		items[i] = *p
+	}
 	b.lw.mu.Lock()
 	b.lw.initial = &corev1.PodList{
 		ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(len(initial))},
-		Items:    initial,
+		Items:    items,
 	}
 	b.lw.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -202,7 +208,7 @@ func (b *informerBackend) build(initial []corev1.Pod) error {
 
 // run sends pool through the watch (on sched's schedule, or at once when sched is nil) and waits
 // until the handler has seen every update.
-func (b *informerBackend) run(pool []corev1.Pod, sched *schedule, rate uint64) (*feedPhase, error) {
+func (b *informerBackend) run(pool []*corev1.Pod, sched *schedule, rate uint64) (*feedPhase, error) {
 	if len(pool) == 0 {
 		return &feedPhase{staleness: newLatency()}, nil
 	}
@@ -223,7 +229,7 @@ func (b *informerBackend) run(pool []corev1.Pod, sched *schedule, rate uint64) (
 	}
 	b.cur.Store(p)
 	defer b.cur.Store(nil)
-	send := func(i int) { b.lw.events <- watch.Event{Type: watch.Modified, Object: &pool[i]} }
+	send := func(i int) { b.lw.events <- watch.Event{Type: watch.Modified, Object: pool[i]} }
 	if sched == nil {
 		for i := range pool {
 			send(i)
@@ -258,7 +264,7 @@ func (b *informerBackend) run(pool []corev1.Pod, sched *schedule, rate uint64) (
 	}
 }
 
-func (b *informerBackend) applyAll(pool []corev1.Pod) error {
+func (b *informerBackend) applyAll(pool []*corev1.Pod) error {
 	_, err := b.run(pool, nil, 0)
 	return err
 }
@@ -266,7 +272,7 @@ func (b *informerBackend) applyAll(pool []corev1.Pod) error {
 // openLoop sends pool at rate per second and samples the queue depth (arrived minus visible)
 // about every 50 ms; staleness and the largest depth are recorded by the handler as updates become
 // visible.
-func (b *informerBackend) openLoop(pool []corev1.Pod, rate uint64) (openLoopResult, error) {
+func (b *informerBackend) openLoop(pool []*corev1.Pod, rate uint64) (openLoopResult, error) {
 	start := time.Now()
 	s := newSchedule(start, rate, len(pool))
 	var series [][2]any

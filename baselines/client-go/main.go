@@ -1,16 +1,18 @@
 // Command snapinformer-client-go runs the `client-go` and `client-go-indexer` rows of the
 // snapinformer simulator's `store` scenario: real, unmodified k8s.io/client-go tools/cache driven
-// with exactly the workload the Rust rows get (see crates/snapinformer-sim/src/store_scenario.rs).
+// with exactly the workload the Rust rows get (see crates/snapinformer-sim/src/scenarios/store).
 //
 // The simulator builds this binary and runs it as a worker process, like its Rust workers:
 //
 //	snapinformer-client-go store --objects N --nodes N --readers N --duration D --rate R \
-//	    --pod-profile realistic|small [--updates N] [--quick] --worker client-go|client-go-indexer \
-//	    --worker-out FILE
+//	    --updates N --pod-profile realistic|small --placement unpinned|pinned \
+//	    [--sweep R1,R2,... --sweep-duration D] [--quick] \
+//	    --worker client-go|client-go-indexer --worker-out FILE
 //
 // It prints `phase: <message>` lines on stderr and writes its report, which deserializes into the
-// Rust BackendReport, as JSON to FILE. It accepts exactly the flags the simulator passes (Go's flag
-// syntax: `--name value`, `--name=value`); any other flag is an error.
+// Rust StoreRowReport, as JSON to FILE. It accepts exactly the flags the simulator passes (Go's
+// flag syntax: `--name value`, `--name=value`); any other flag is an error. The simulator passes
+// resolved values and never --quick, which is kept for running the worker by hand.
 //
 // A second subcommand prints generated pods as JSON lines, for the Rust test that checks that the
 // Go and Rust generators agree:
@@ -65,7 +67,10 @@ func runStoreCommand(args []string) error {
 	rate := fs.Uint64("rate", 20_000, "open-loop arrival rate in updates per second (0: saturation only)")
 	profileName := fs.String("pod-profile", "realistic", "how much of each pod to fill in: realistic or small")
 	updatesFlag := fs.Int("updates", -1, "updates applied in each saturation phase (default: as many as objects, at least 20,000)")
-	quick := fs.Bool("quick", false, "the small version: 5,000 pods, 50 nodes, 4 readers, 2 s at 5,000/s, 20,000 updates")
+	placementName := fs.String("placement", "unpinned", "where threads run: unpinned (any CPU) or pinned (readers on the last CPU, every other thread on the first)")
+	sweepFlag := fs.String("sweep", "", "offered rates of a sweep run after the open loop, comma-separated (e.g. 5000,20000)")
+	sweepDuration := fs.Duration("sweep-duration", 5*time.Second, "length of each point of the sweep")
+	quick := fs.Bool("quick", false, "the small version: 5,000 pods, 50 nodes, 4 readers, 2 s at 5,000/s, 20,000 updates, sweep points of at most 1 s")
 	worker := fs.String("worker", "", "the row to run: "+strings.Join(backendNames, " or "))
 	workerOut := fs.String("worker-out", "", "where to write the report as JSON")
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +89,14 @@ func runStoreCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	pl, err := parsePlacement(*placementName)
+	if err != nil {
+		return err
+	}
+	sweep, err := parseRates(*sweepFlag)
+	if err != nil {
+		return err
+	}
 	p := storeParams{
 		objects:   *objects,
 		nodes:     *nodes,
@@ -93,12 +106,16 @@ func runStoreCommand(args []string) error {
 		updates:   *updatesFlag,
 		openLoop:  *rate > 0,
 		profile:   profile,
+		placement: pl,
+		sweep:     sweep,
+		sweepS:    sweepDuration.Seconds(),
 	}
 	if p.updates < 0 {
 		p.updates = max(p.objects, 20_000)
 	}
 	if *quick {
-		p = storeParams{objects: 5000, nodes: 50, readers: 4, durationS: 2, rate: 5000, updates: 20_000, openLoop: true, profile: profile}
+		p.objects, p.nodes, p.readers, p.durationS, p.rate, p.updates, p.openLoop = 5000, 50, 4, 2, 5000, 20_000, true
+		p.sweepS = min(p.sweepS, 1)
 	}
 	if p.objects < 1 || p.readers < 0 {
 		return fmt.Errorf("--objects must be at least 1 and --readers not negative")
@@ -115,6 +132,22 @@ func runStoreCommand(args []string) error {
 		return fmt.Errorf("writing %s: %w", *workerOut, err)
 	}
 	return nil
+}
+
+// parseRates parses a comma-separated list of rates (empty: none); a rate must be at least 1.
+func parseRates(s string) ([]uint64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		r, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil || r == 0 {
+			return nil, fmt.Errorf("--sweep: %q is not a rate of at least 1 update per second", f)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 func runDumpPods(args []string) error {

@@ -68,19 +68,22 @@ func liveHeap() uint64 {
 
 // memSample is one sample of the process's memory.
 type memSample struct {
-	// T is seconds since the worker started.
-	T float64 `json:"t_s"`
+	// T is seconds since the sampler started.
+	T float64
 	// RSS is the resident set size.
-	RSS uint64 `json:"rss_bytes"`
+	RSS uint64
 	// HeapAlloc is the bytes of allocated heap objects, garbage not yet collected included.
-	HeapAlloc uint64 `json:"heap_alloc_bytes"`
+	HeapAlloc uint64
 	// HeapInuse is the bytes of in-use heap spans (HeapAlloc plus fragmentation).
-	HeapInuse uint64 `json:"heap_inuse_bytes"`
+	HeapInuse uint64
 	// HeapLive is the live heap as marked by the last completed GC cycle.
-	HeapLive uint64 `json:"heap_live_bytes"`
+	HeapLive uint64
 }
 
-// memSampler samples RSS and the Go heap about every 100 ms on its own goroutine, through
+// samplePeriod is the time between memory samples, as the Rust rows sample.
+const samplePeriod = 100 * time.Millisecond
+
+// memSampler samples RSS and the Go heap every samplePeriod on its own goroutine, through
 // runtime/metrics (which, unlike runtime.ReadMemStats, does not stop the world).
 type memSampler struct {
 	start time.Time
@@ -131,7 +134,7 @@ func (s *memSampler) sample() memSample {
 
 func (s *memSampler) run() {
 	defer close(s.done)
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(samplePeriod)
 	defer t.Stop()
 	for {
 		s.sample()
@@ -143,6 +146,9 @@ func (s *memSampler) run() {
 	}
 }
 
+// elapsed is the seconds since the sampler started (the time base of its samples).
+func (s *memSampler) elapsed() float64 { return time.Since(s.start).Seconds() }
+
 // finish stops sampling and returns every sample.
 func (s *memSampler) finish() []memSample {
 	close(s.stop)
@@ -151,6 +157,20 @@ func (s *memSampler) finish() []memSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.samples
+}
+
+// trace is the Rust `MemoryTrace` of the samples: the series of (seconds, HeapAlloc, RSS), the
+// largest sampled HeapAlloc and the larger of the kernel's RSS high-water mark and the largest
+// sampled RSS.
+func trace(samples []memSample) memoryTrace {
+	t := memoryTrace{PeriodMS: uint64(samplePeriod.Milliseconds()), Series: make([][3]any, 0, len(samples))}
+	for _, x := range samples {
+		t.Series = append(t.Series, [3]any{x.T, x.HeapAlloc, x.RSS})
+		t.HeapPeakBytes = max(t.HeapPeakBytes, x.HeapAlloc)
+		t.RSSPeakBytes = max(t.RSSPeakBytes, x.RSS)
+	}
+	t.RSSPeakBytes = max(t.RSSPeakBytes, peakRSSBytes())
+	return t
 }
 
 // peaks returns the largest HeapAlloc, HeapInuse and HeapLive among the samples taken at or after

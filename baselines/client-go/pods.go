@@ -335,36 +335,33 @@ func updatePlan(s shape, count int, seed uint64) []planEntry {
 	return plan
 }
 
-// generate builds count pods with make(i) on every core (generation is not measured). The pods sit
-// in one array, as the items of a decoded list do.
-func generate(count int, mk func(i int) corev1.Pod) []corev1.Pod {
-	out := make([]corev1.Pod, count)
-	parallel(count, func(i int) { out[i] = mk(i) })
+// generate builds count pods with make(i) on every core (generation is not measured). Each pod
+// is an allocation of its own, as each object decoded from a watch is, and as client-go's
+// reflector makes each item of a list (meta.ExtractListWithAlloc copies every item out of the
+// list's array): a store holding one pod of a pool then keeps only that pod alive, not the whole
+// pool, as a Rust store holding one Arc<Pod> does.
+func generate(count int, mk func(i int) corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, count)
+	parallel(count, func(i int) {
+		p := mk(i)
+		out[i] = &p
+	})
 	return out
 }
 
 // initialPods is the initial population: pod i on node i % nodes, resource versions 1..=total.
-func initialPods(s shape) []corev1.Pod {
+func initialPods(s shape) []*corev1.Pod {
 	return generate(s.total(), func(i int) corev1.Pod {
 		return makePod(s, i, uint64(i)+1, i%s.nodes)
 	})
 }
 
 // updates is count updates of random pods with increasing resource versions from firstRV.
-func updates(s shape, count int, firstRV, seed uint64) []corev1.Pod {
+func updates(s shape, count int, firstRV, seed uint64) []*corev1.Pod {
 	plan := updatePlan(s, count, seed)
 	return generate(count, func(u int) corev1.Pod {
 		return makePod(s, plan[u].pod, firstRV+uint64(u), plan[u].node)
 	})
-}
-
-// pointers returns a pointer to every pod of pods, in order.
-func pointers(pods []corev1.Pod) []*corev1.Pod {
-	out := make([]*corev1.Pod, len(pods))
-	for i := range pods {
-		out[i] = &pods[i]
-	}
-	return out
 }
 
 // workloadDigest is FNV-1a (64 bit) over one line "phase name resourceVersion nodeName\n" per pod
@@ -388,9 +385,8 @@ func (d *workloadDigest) write(s string) {
 }
 
 // add adds the pods of one phase.
-func (d *workloadDigest) add(phase string, pods []corev1.Pod) {
-	for i := range pods {
-		p := &pods[i]
+func (d *workloadDigest) add(phase string, pods []*corev1.Pod) {
+	for _, p := range pods {
 		d.write(phase)
 		d.write(" ")
 		d.write(p.Namespace)

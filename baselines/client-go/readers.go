@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -28,13 +30,14 @@ func (r *readerLatency) merge(o *readerLatency) {
 	r.ops += o.ops
 }
 
-// readers are the paced reader goroutines of store_scenario.rs `Readers`, reading through the
-// APIs a client-go controller reads through: a generated PodLister for the namespace list with a
-// label selector, Indexer.List for the full list and Indexer.ByIndex for the owner-UID lookup.
+// readers are the paced reader goroutines of the Rust `Readers` (scenarios/store/readers.rs),
+// reading through the APIs a client-go controller reads through: a generated PodLister for the
+// namespace list with a label selector, Indexer.List for the full list and Indexer.ByIndex for
+// the owner-UID lookup.
 //
-// Unlike the Rust readers, which are pinned to the last core (the writer to the first), these are
-// plain goroutines that the Go scheduler places on any of GOMAXPROCS threads: Go has no per-goroutine
-// affinity, and a client-go controller manager does not pin.
+// Unpinned, they are plain goroutines that the Go scheduler places on any of GOMAXPROCS threads,
+// as a controller manager runs. Pinned, each is locked to its own thread on the reader CPU (see
+// placement).
 type readers struct {
 	stop    atomic.Bool
 	wg      sync.WaitGroup
@@ -45,8 +48,13 @@ type readers struct {
 // draws owners from `Rng::new(1000 + r)` and starts at operation r mod 3, as in Rust; after an
 // operation that took d it sleeps max(d*(n-1), 1ms), waking every 20 ms at most to check for stop
 // (through a sleeper, like the open loop's waits).
-func startReaders(idx cache.Indexer, n, owners int) *readers {
+func startReaders(idx cache.Indexer, n, owners int, pl *placement) *readers {
 	rs := &readers{results: make([]*readerLatency, n)}
+	if pl.pinned {
+		pl.mu.Lock()
+		clear(pl.readerTids)
+		pl.mu.Unlock()
+	}
 	lister := corelisters.NewPodLister(idx)
 	var ready sync.WaitGroup
 	ready.Add(n)
@@ -55,6 +63,7 @@ func startReaders(idx cache.Indexer, n, owners int) *readers {
 		rs.wg.Add(1)
 		go func() {
 			defer rs.wg.Done()
+			pl.enterReader()
 			sl := newSleeper()
 			defer sl.close()
 			rng := newRng(1000 + uint64(r))
@@ -109,12 +118,18 @@ func startReaders(idx cache.Indexer, n, owners int) *readers {
 		}()
 	}
 	ready.Wait()
+	if err := pl.pinOthers(); err != nil {
+		panic(err.Error())
+	}
 	close(begin)
 	return rs
 }
 
 // readSink keeps the readers' result sizes observable so that no read can be optimised away.
 var readSink atomic.Int64
+
+// lastCopy keeps the pointer copy of the read costs observable.
+var lastCopy []*corev1.Pod
 
 // finish stops the readers and returns their merged latencies.
 func (rs *readers) finish() *readerLatency {
@@ -125,4 +140,58 @@ func (rs *readers) finish() *readerLatency {
 		all.merge(r)
 	}
 	return all
+}
+
+// medianUS is the median of runs timings of f, in microseconds (the Rust `median_us`).
+func medianUS(runs int, f func()) float64 {
+	t := make([]float64, max(runs, 1))
+	for i := range t {
+		start := time.Now()
+		f()
+		t[i] = float64(time.Since(start).Nanoseconds()) / 1e3
+	}
+	slices.Sort(t)
+	return t[len(t)/2]
+}
+
+// measureReadCosts is the Rust `read_costs`: each read alone on this goroutine, no writer, through
+// the same APIs as the readers, and Go's own copy of a full list's pointers. The runs per read are
+// the Rust ones.
+func measureReadCosts(idx cache.Indexer, total, owners int) *readCosts {
+	lister := corelisters.NewPodLister(idx)
+	owner := ownerUID(owners / 2)
+	sel := labels.SelectorFromSet(labels.Set{"app": fmt.Sprintf("web-%d", owners/2)})
+	listRuns := min(max(2_000_000/max(total, 1), 5), 200)
+	var sink int
+	c := &readCosts{
+		ListUS: medianUS(listRuns, func() { sink += len(idx.List()) }),
+		NsListUS: medianUS(listRuns, func() {
+			pods, err := lister.Pods(namespace).List(sel)
+			if err != nil {
+				panic(fmt.Sprintf("namespace list: %v", err))
+			}
+			sink += len(pods)
+		}),
+		OwnerUS: medianUS(200, func() {
+			items, err := idx.ByIndex(ownerIndex, owner)
+			if err != nil {
+				panic(fmt.Sprintf("owner index lookup: %v", err))
+			}
+			sink += len(items)
+		}),
+	}
+	items := idx.List()
+	all := make([]*corev1.Pod, len(items))
+	for i, it := range items {
+		all[i] = it.(*corev1.Pod)
+	}
+	n := float64(max(len(all), 1))
+	c.PointerCopyNsPerObject = medianUS(listRuns, func() {
+		cp := make([]*corev1.Pod, len(all))
+		copy(cp, all)
+		lastCopy = cp
+	}) * 1000 / n
+	lastCopy = nil
+	readSink.Add(int64(sink))
+	return c
 }

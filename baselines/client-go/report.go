@@ -1,10 +1,11 @@
 package main
 
-// The worker's JSON: field for field the Rust `BackendReport` of store_scenario.rs (same names,
-// same units: summaries in microseconds, bytes, seconds), plus the optional `go_runtime` object that
-// only the Go rows fill in.
+// The worker's JSON: field for field the Rust `StoreRowReport` of
+// crates/snapinformer-sim/src/scenarios/store/mod.rs (same names, same units: summaries in
+// microseconds, bytes, seconds), plus the optional `go_runtime` object that only the Go rows fill
+// in.
 
-// memoryReport is store_scenario.rs `MemoryReport`.
+// memoryReport is the Rust `MemoryReport`.
 type memoryReport struct {
 	ObjectsBytes              uint64  `json:"objects_bytes"`
 	BytesPerObject            uint64  `json:"bytes_per_object"`
@@ -15,8 +16,45 @@ type memoryReport struct {
 	StructurePerEntryReleased float64 `json:"structure_per_entry_released"`
 }
 
-// backendReport is store_scenario.rs `BackendReport`.
-type backendReport struct {
+// memoryTrace is the Rust `MemoryTrace`: memory through the whole run.
+type memoryTrace struct {
+	// PeriodMS is the milliseconds between samples.
+	PeriodMS uint64 `json:"period_ms"`
+	// HeapPeakBytes is the largest sampled HeapAlloc (Go has no exact peak counter; garbage not
+	// yet collected included).
+	HeapPeakBytes uint64 `json:"heap_peak_bytes"`
+	// RSSPeakBytes is the kernel's high-water mark of the resident set, or the largest sample.
+	RSSPeakBytes uint64 `json:"rss_peak_bytes"`
+	// Series is (seconds since the sampler started, HeapAlloc bytes, RSS bytes).
+	Series [][3]any `json:"series"`
+}
+
+// readCosts is the Rust `ReadCosts`: each read alone on one goroutine, no writer, medians. The
+// borrowed reads and the Arc clone do not exist in Go (null).
+type readCosts struct {
+	ListUS                 float64  `json:"list_us"`
+	ListBorrowedUS         *float64 `json:"list_borrowed_us"`
+	NsListUS               float64  `json:"ns_list_us"`
+	NsListBorrowedUS       *float64 `json:"ns_list_borrowed_us"`
+	OwnerUS                float64  `json:"owner_us"`
+	OwnerBorrowedUS        *float64 `json:"owner_borrowed_us"`
+	ArcCloneNsPerObject    *float64 `json:"arc_clone_ns_per_object"`
+	PointerCopyNsPerObject float64  `json:"pointer_copy_ns_per_object"`
+}
+
+// sweepPoint is the Rust `SweepPoint`: one offered rate of the sweep.
+type sweepPoint struct {
+	Rate          uint64  `json:"rate"`
+	Updates       uint64  `json:"updates"`
+	ElapsedS      float64 `json:"elapsed_s"`
+	StalenessUS   summary `json:"staleness_us"`
+	QueueDepthMax uint64  `json:"queue_depth_max"`
+	QueueDepthEnd uint64  `json:"queue_depth_end"`
+	ReaderOpsPerS float64 `json:"reader_ops_per_s"`
+}
+
+// storeRowReport is the Rust `StoreRowReport`.
+type storeRowReport struct {
 	Name                 string       `json:"name"`
 	ApplyPerS            float64      `json:"apply_per_s"`
 	ApplyPerSWithReaders float64      `json:"apply_per_s_with_readers"`
@@ -29,16 +67,19 @@ type backendReport struct {
 	ReaderOpsPerS        float64      `json:"reader_ops_per_s"`
 	PeakHeapBytes        uint64       `json:"peak_heap_bytes"`
 	RSSBytes             uint64       `json:"rss_bytes"`
-	PeakRSSBytes         uint64       `json:"peak_rss_bytes"`
 	Memory               memoryReport `json:"memory"`
 	DepthSeries          [][2]any     `json:"depth_series"`
 	StalenessCDF         [][2]any     `json:"staleness_cdf"`
+	MemoryTrace          memoryTrace  `json:"memory_trace"`
+	ReadCosts            *readCosts   `json:"read_costs"`
+	Sweep                []sweepPoint `json:"sweep"`
 	WorkloadDigest       string       `json:"workload_digest"`
 	GoRuntime            *goRuntime   `json:"go_runtime,omitempty"`
+	Notes                []string     `json:"notes,omitempty"`
 }
 
-// goRuntime is what only a Go row reports: the runtime's own view of memory and collection, and
-// the client-go configuration the row ran with.
+// goRuntime is the Rust `GoRuntimeReport`: what only a Go row reports, the runtime's own view of
+// memory and collection, and the configuration the row ran with.
 type goRuntime struct {
 	// GoVersion is runtime.Version().
 	GoVersion string `json:"go_version"`
@@ -60,8 +101,6 @@ type goRuntime struct {
 	PeakHeapInuseBytes uint64 `json:"peak_heap_inuse_bytes"`
 	// PeakHeapLiveBytes is the largest sampled live heap (as of the last GC mark).
 	PeakHeapLiveBytes uint64 `json:"peak_heap_live_bytes"`
-	// PeakSampledRSSBytes is the largest sampled RSS (peak_rss_bytes is the kernel's exact one).
-	PeakSampledRSSBytes uint64 `json:"peak_sampled_rss_bytes"`
 	// GCCycles is MemStats.NumGC at the end.
 	GCCycles uint32 `json:"gc_cycles"`
 	// GCForcedCycles is MemStats.NumForcedGC (the memory phase's measurements force some).
@@ -70,8 +109,6 @@ type goRuntime struct {
 	GCPauseTotalUS uint64 `json:"gc_pause_total_us"`
 	// GCCPUFraction is MemStats.GCCPUFraction at the end.
 	GCCPUFraction float64 `json:"gc_cpu_fraction"`
-	// Samples is RSS and heap about every 100 ms through the whole run.
-	Samples []memSample `json:"samples"`
-	// Notes say how this row maps the scenario onto client-go.
-	Notes []string `json:"notes"`
+	// Placement says how the placement was applied to the process's threads.
+	Placement string `json:"placement"`
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// storeParams are store_scenario.rs `StoreParams`: what every row of a run shares.
+// storeParams are the Rust `StoreParams`: what every row of a run shares.
 type storeParams struct {
 	objects   int
 	nodes     int
@@ -23,16 +23,25 @@ type storeParams struct {
 	updates   int
 	openLoop  bool
 	profile   podProfile
+	placement *placement
+	// sweep are the offered rates of the sweep (none: no sweep); sweepS is each point's length.
+	sweep  []uint64
+	sweepS float64
+}
+
+// sweepCount is the number of updates of the sweep point at rate (at least one), as in Rust.
+func (p storeParams) sweepCount(rate uint64) int {
+	return max(int(float64(rate)*p.sweepS), 1)
 }
 
 // backend is one Go row: a client-go store with a way to write to it.
 type backend interface {
 	// build fills the store with the initial pods and returns when they are visible.
-	build(initial []corev1.Pod) error
+	build(initial []*corev1.Pod) error
 	// applyAll applies pool as fast as the store takes it and returns when all of it is visible.
-	applyAll(pool []corev1.Pod) error
+	applyAll(pool []*corev1.Pod) error
 	// openLoop applies pool as it arrives at rate per second.
-	openLoop(pool []corev1.Pod, rate uint64) (openLoopResult, error)
+	openLoop(pool []*corev1.Pod, rate uint64) (openLoopResult, error)
 	// indexer is what readers read.
 	indexer() cache.Indexer
 	// close stops whatever the backend runs.
@@ -59,24 +68,30 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "phase: "+format+"\n", args...)
 }
 
-// runStore runs every phase of store_scenario.rs `run_backend` for one Go row and returns its
-// report.
-func runStore(name string, p storeParams) (*backendReport, error) {
-	workerStart := time.Now()
-	sampler := startMemSampler(workerStart)
+// runStore runs every phase of the Rust `run_row` (scenarios/store/mod.rs) for one Go row and
+// returns its report.
+func runStore(name string, p storeParams) (*storeRowReport, error) {
+	if err := p.placement.apply(); err != nil {
+		return nil, err
+	}
+	sampler := startMemSampler(time.Now())
 	sh := shapeForObjects(p.objects, p.nodes, p.profile)
 	n := sh.total()
 	olCount := 0
 	if p.openLoop {
 		olCount = int(float64(p.rate) * p.durationS)
 	}
-	rep := &backendReport{Name: name, DepthSeries: [][2]any{}, StalenessCDF: [][2]any{}}
+	capacity := max(n, p.updates, olCount)
+	for _, r := range p.sweep {
+		capacity = max(capacity, p.sweepCount(r))
+	}
+	rep := &storeRowReport{Name: name, DepthSeries: [][2]any{}, StalenessCDF: [][2]any{}, Sweep: []sweepPoint{}}
 	digest := newWorkloadDigest()
 	nextRV := uint64(n) + 1
 
 	// The backend (and the informer's event buffer, sized for the largest phase) exist before the
 	// first measurement, so they count in neither the objects nor the structure.
-	b, err := newBackend(name, max(n, p.updates, olCount))
+	b, err := newBackend(name, capacity)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +99,7 @@ func runStore(name string, p storeParams) (*backendReport, error) {
 
 	// 1. Memory.
 	progress("memory: generating pods")
-	memFrom := time.Since(workerStart).Seconds()
+	memFrom := sampler.elapsed()
 	h0 := liveHeap()
 	initial := initialPods(sh)
 	h1 := liveHeap()
@@ -92,7 +107,7 @@ func runStore(name string, p storeParams) (*backendReport, error) {
 	sample := min(len(initial), 100)
 	var jsonBytes uint64
 	for i := range sample {
-		buf, err := json.Marshal(&initial[i])
+		buf, err := json.Marshal(initial[i])
 		if err != nil {
 			return nil, fmt.Errorf("encoding pod %d: %w", i, err)
 		}
@@ -103,6 +118,8 @@ func runStore(name string, p storeParams) (*backendReport, error) {
 	if err := b.build(initial); err != nil {
 		return nil, err
 	}
+	// The informer row's store holds the reflector's copies; the generated pods go (their
+	// fields stay, shared with the copies).
 	initial = nil
 	h2 := liveHeap()
 	rep.RSSBytes = rssBytes()
@@ -129,15 +146,20 @@ func runStore(name string, p storeParams) (*backendReport, error) {
 	held = nil
 	h5 := liveHeap()
 	rep.Memory.StructurePerEntryReleased = (float64(h5) - float64(h0) - poolBytes) / float64(n)
-	_, _, livePeak := sampler.peaks(memFrom, time.Since(workerStart).Seconds())
+	_, _, livePeak := sampler.peaks(memFrom, sampler.elapsed())
 	rep.PeakHeapBytes = max(livePeak, h1, h2, h3, h4, h5) - h0
 
-	// 2. Saturation without and with readers.
+	// 2. Read costs.
+	progress("read costs: each read alone, owned")
+	rep.ReadCosts = measureReadCosts(b.indexer(), n, sh.owners)
+
+	// 3. Saturation without and with readers.
 	progress("saturation: generating updates")
 	pool = updates(sh, p.updates, nextRV, 7)
 	digest.add("saturation", pool)
 	nextRV += uint64(p.updates)
 	progress("saturation: applying without readers")
+	settle()
 	t := time.Now()
 	if err := b.applyAll(pool); err != nil {
 		return nil, err
@@ -150,7 +172,8 @@ func runStore(name string, p storeParams) (*backendReport, error) {
 	digest.add("saturation-readers", pool)
 	nextRV += uint64(p.updates)
 	progress("saturation: applying with readers")
-	rs := startReaders(b.indexer(), p.readers, sh.owners)
+	settle()
+	rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement)
 	t = time.Now()
 	if err := b.applyAll(pool); err != nil {
 		rs.finish()
@@ -160,19 +183,22 @@ func runStore(name string, p storeParams) (*backendReport, error) {
 	lat := rs.finish()
 	pool = nil
 
-	// 3. Open loop with readers.
+	// 4. Open loop with readers.
 	if p.openLoop {
 		progress("open loop: generating %d updates", olCount)
 		pool = updates(sh, olCount, nextRV, 13)
 		digest.add("open-loop", pool)
+		nextRV += uint64(olCount)
 		progress("open loop: %d updates/s for %.0fs with %d readers", p.rate, p.durationS, p.readers)
-		rs := startReaders(b.indexer(), p.readers, sh.owners)
+		settle()
+		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement)
 		ol, err := b.openLoop(pool, p.rate)
 		rl := rs.finish()
 		if err != nil {
 			return nil, err
 		}
-		rep.ReaderOpsPerS = float64(rl.ops) / ol.elapsedS
+		pool = nil
+		rep.ReaderOpsPerS = float64(rl.ops) / max(ol.elapsedS, 1e-9)
 		lat.merge(rl)
 		rep.StalenessUS = ol.staleness.summary()
 		rep.StalenessCDF = ol.staleness.cdf()
@@ -183,15 +209,51 @@ func runStore(name string, p storeParams) (*backendReport, error) {
 	rep.ListUS = lat.list.summary()
 	rep.IndexUS = lat.index.summary()
 	rep.NsListUS = lat.nsList.summary()
+
+	// 5. The sweep: the open loop again at each offered rate (the Rust `sweep::point`).
+	for i, rate := range p.sweep {
+		count := p.sweepCount(rate)
+		progress("sweep %d/s: generating %d updates", rate, count)
+		pool = updates(sh, count, nextRV, 100+uint64(i))
+		digest.add(fmt.Sprintf("sweep-%d", rate), pool)
+		progress("sweep %d/s for %.0fs with %d readers", rate, p.sweepS, p.readers)
+		settle()
+		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement)
+		ol, err := b.openLoop(pool, rate)
+		rl := rs.finish()
+		if err != nil {
+			return nil, err
+		}
+		pool = nil
+		nextRV += uint64(count)
+		rep.Sweep = append(rep.Sweep, sweepPoint{
+			Rate:          rate,
+			Updates:       uint64(count),
+			ElapsedS:      ol.elapsedS,
+			StalenessUS:   ol.staleness.summary(),
+			QueueDepthMax: ol.depthMax,
+			QueueDepthEnd: ol.depthEnd,
+			ReaderOpsPerS: float64(rl.ops) / max(ol.elapsedS, 1e-9),
+		})
+	}
 	rep.WorkloadDigest = digest.hex()
-	rep.PeakRSSBytes = peakRSSBytes()
-	rep.GoRuntime = goRuntimeReport(sampler.finish(), b.notes())
+	rep.Notes = b.notes()
 	progress("done")
+	samples := sampler.finish()
+	rep.MemoryTrace = trace(samples)
+	rep.GoRuntime = goRuntimeReport(samples, p.placement)
 	return rep, nil
 }
 
+// settle runs a full garbage collection before a timed phase (untimed), so that the collection
+// cycles that generating the phase's updates started (harness work) do not run into the phase;
+// the collections the phase's own allocations cause still count. The Rust rows wait until their
+// heap stops shrinking at the same points, so that a background reclaimer's leftovers do not run
+// into the phase either.
+func settle() { runtime.GC() }
+
 // goRuntimeReport fills in the Go-only part of the report at the end of the run.
-func goRuntimeReport(samples []memSample, notes []string) *goRuntime {
+func goRuntimeReport(samples []memSample, pl *placement) *goRuntime {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	g := &goRuntime{
@@ -206,14 +268,12 @@ func goRuntimeReport(samples []memSample, notes []string) *goRuntime {
 		GCForcedCycles:  ms.NumForcedGC,
 		GCPauseTotalUS:  ms.PauseTotalNs / 1000,
 		GCCPUFraction:   ms.GCCPUFraction,
-		Samples:         samples,
-		Notes:           notes,
+		Placement:       pl.describe(),
 	}
 	for _, s := range samples {
 		g.PeakHeapAllocBytes = max(g.PeakHeapAllocBytes, s.HeapAlloc)
 		g.PeakHeapInuseBytes = max(g.PeakHeapInuseBytes, s.HeapInuse)
 		g.PeakHeapLiveBytes = max(g.PeakHeapLiveBytes, s.HeapLive)
-		g.PeakSampledRSSBytes = max(g.PeakSampledRSSBytes, s.RSS)
 	}
 	return g
 }
