@@ -261,7 +261,14 @@ pub fn table(report: &StoreReport) -> String {
         "store scenario: {} pods ({:?} profile, {} B as JSON), {} readers {}, saturation {} updates, open loop {}/s for {:.0}s, allocator {}{}",
         p.objects,
         p.pod_profile,
-        report.rows.first().map(|b| b.memory.json_bytes_per_object).unwrap_or(0),
+        // The pods as JSON from a Rust row (Go's encoder also writes empty fields).
+        report
+            .rows
+            .iter()
+            .find(|b| b.go_runtime.is_none())
+            .or(report.rows.first())
+            .map(|b| b.memory.json_bytes_per_object)
+            .unwrap_or(0),
         p.readers,
         p.placement.name(),
         p.updates,
