@@ -1,4 +1,5 @@
-//! Discovery documents: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/apps`, `/apis/apps/v1`.
+//! Discovery documents: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/<group>` and
+//! `/apis/<group>/v1` for every served group, and aggregated discovery.
 
 use std::net::SocketAddr;
 
@@ -37,82 +38,99 @@ pub(crate) fn api_versions(addr: SocketAddr) -> Value {
     })
 }
 
-fn apps_group() -> Value {
+fn group_entry(group: &str) -> Value {
+    let group_version = format!("{group}/v1");
     json!({
-        "name": "apps",
-        "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
-        "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}
+        "name": group,
+        "versions": [{"groupVersion": group_version, "version": "v1"}],
+        "preferredVersion": {"groupVersion": group_version, "version": "v1"}
     })
 }
 
 /// `GET /apis`.
 pub(crate) fn api_groups() -> Value {
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [apps_group()]})
+    let groups: Vec<Value> = ResourceKind::GROUPS.iter().map(|g| group_entry(g)).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-/// `GET /apis/apps`.
-pub(crate) fn apps_api_group() -> Value {
-    let mut group = apps_group();
-    group["kind"] = "APIGroup".into();
-    group["apiVersion"] = "v1".into();
-    group
+/// `GET /apis/<group>` for a served named group; `None` for any other.
+pub(crate) fn api_group(group: &str) -> Option<Value> {
+    if !ResourceKind::GROUPS.contains(&group) {
+        return None;
+    }
+    let mut entry = group_entry(group);
+    entry["kind"] = "APIGroup".into();
+    entry["apiVersion"] = "v1".into();
+    Some(entry)
 }
 
-/// `GET /api/v1` (group `""`) or `GET /apis/apps/v1` (group `apps`).
-pub(crate) fn resource_list(group: &str) -> Value {
+/// The verbs a kind's main resource takes.
+fn verbs(kind: ResourceKind) -> Vec<&'static str> {
+    let mut verbs = vec!["create", "delete", "get", "list", "patch", "update", "watch"];
+    if kind != ResourceKind::Namespace {
+        verbs.insert(2, "deletecollection");
+    }
+    verbs
+}
+
+/// The subresources of a kind: `(name, response group, response kind, verbs)`.
+fn subresources(
+    kind: ResourceKind,
+) -> Vec<(&'static str, &'static str, &'static str, Vec<&'static str>)> {
+    let mut out = Vec::new();
+    if kind.has_status() {
+        out.push(("status", kind.group(), kind.kind(), vec!["get", "patch", "update"]));
+    }
+    if kind == ResourceKind::StatefulSet {
+        out.push(("scale", "autoscaling", "Scale", vec!["get", "patch", "update"]));
+    }
+    if kind == ResourceKind::Pod {
+        out.push(("binding", "", "Binding", vec!["create"]));
+    }
+    out
+}
+
+/// `GET /api/v1` (group `""`) or `GET /apis/<group>/v1`; `None` for a group not served.
+pub(crate) fn resource_list(group: &str) -> Option<Value> {
+    if !group.is_empty() && !ResourceKind::GROUPS.contains(&group) {
+        return None;
+    }
     let mut resources = Vec::new();
     for kind in ResourceKind::ALL.into_iter().filter(|k| k.group() == group) {
-        let mut verbs = vec!["create", "delete", "get", "list", "patch", "update", "watch"];
-        if kind != ResourceKind::Namespace {
-            verbs.insert(2, "deletecollection");
-        }
         let mut resource = json!({
             "name": kind.plural(),
             "singularName": kind.singular(),
             "namespaced": kind.namespaced(),
             "kind": kind.kind(),
-            "verbs": verbs,
+            "verbs": verbs(kind),
             "shortNames": kind.short_names(),
         });
-        if matches!(kind, ResourceKind::Pod | ResourceKind::StatefulSet | ResourceKind::DaemonSet) {
+        if kind.in_category_all() {
             resource["categories"] = json!(["all"]);
         }
         resources.push(resource);
-        resources.push(json!({
-            "name": format!("{}/status", kind.plural()),
-            "singularName": "",
-            "namespaced": kind.namespaced(),
-            "kind": kind.kind(),
-            "verbs": ["get", "patch", "update"],
-        }));
-        if kind == ResourceKind::StatefulSet {
-            resources.push(json!({
-                "name": "statefulsets/scale",
+        for (sub, sub_group, sub_kind, sub_verbs) in subresources(kind) {
+            let mut entry = json!({
+                "name": format!("{}/{sub}", kind.plural()),
                 "singularName": "",
-                "namespaced": true,
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": ["get", "patch", "update"],
-            }));
-        }
-        if kind == ResourceKind::Pod {
-            resources.push(json!({
-                "name": "pods/binding",
-                "singularName": "",
-                "namespaced": true,
-                "kind": "Binding",
-                "verbs": ["create"],
-            }));
+                "namespaced": kind.namespaced(),
+                "kind": sub_kind,
+                "verbs": sub_verbs,
+            });
+            if sub_group != kind.group() {
+                entry["group"] = sub_group.into();
+                entry["version"] = "v1".into();
+            }
+            resources.push(entry);
         }
     }
     let group_version = if group.is_empty() { "v1".to_owned() } else { format!("{group}/v1") };
-    json!({
+    Some(json!({
         "kind": "APIResourceList",
         "apiVersion": "v1",
         "groupVersion": group_version,
         "resources": resources
-    })
+    }))
 }
 
 /// Media type of aggregated discovery answers.
@@ -139,14 +157,14 @@ pub(crate) fn wants_aggregated(accept: &str) -> bool {
     false
 }
 
-fn gvk(kind: ResourceKind) -> Value {
-    json!({"group": kind.group(), "version": "v1", "kind": kind.kind()})
+fn gvk(group: &str, kind: &str) -> Value {
+    json!({"group": group, "version": "v1", "kind": kind})
 }
 
 /// `GET /api` or `GET /apis` with aggregated discovery: every resource of the legacy group
 /// (`group == ""`) or of the named groups.
 pub(crate) fn aggregated(legacy: bool) -> Value {
-    let groups: &[&str] = if legacy { &[""] } else { &["apps"] };
+    let groups: &[&str] = if legacy { &[""] } else { &ResourceKind::GROUPS };
     let items: Vec<Value> = groups
         .iter()
         .map(|group| {
@@ -154,46 +172,26 @@ pub(crate) fn aggregated(legacy: bool) -> Value {
                 .into_iter()
                 .filter(|k| k.group() == *group)
                 .map(|kind| {
-                    let mut verbs =
-                        vec!["create", "delete", "get", "list", "patch", "update", "watch"];
-                    if kind != ResourceKind::Namespace {
-                        verbs.insert(2, "deletecollection");
-                    }
+                    let subresources: Vec<Value> = subresources(kind)
+                        .into_iter()
+                        .map(|(sub, sub_group, sub_kind, sub_verbs)| {
+                            json!({
+                                "subresource": sub,
+                                "responseKind": gvk(sub_group, sub_kind),
+                                "verbs": sub_verbs,
+                            })
+                        })
+                        .collect();
                     let mut resource = json!({
                         "resource": kind.plural(),
-                        "responseKind": gvk(kind),
+                        "responseKind": gvk(kind.group(), kind.kind()),
                         "scope": if kind.namespaced() { "Namespaced" } else { "Cluster" },
                         "singularResource": kind.singular(),
-                        "verbs": verbs,
+                        "verbs": verbs(kind),
                         "shortNames": kind.short_names(),
-                        "subresources": [{
-                            "subresource": "status",
-                            "responseKind": gvk(kind),
-                            "verbs": ["get", "patch", "update"],
-                        }],
+                        "subresources": subresources,
                     });
-                    if kind == ResourceKind::Pod
-                        && let Some(subresources) = resource["subresources"].as_array_mut()
-                    {
-                        subresources.push(json!({
-                            "subresource": "binding",
-                            "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
-                            "verbs": ["create"],
-                        }));
-                    }
-                    if kind == ResourceKind::StatefulSet
-                        && let Some(subresources) = resource["subresources"].as_array_mut()
-                    {
-                        subresources.push(json!({
-                            "subresource": "scale",
-                            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-                            "verbs": ["get", "patch", "update"],
-                        }));
-                    }
-                    if matches!(
-                        kind,
-                        ResourceKind::Pod | ResourceKind::StatefulSet | ResourceKind::DaemonSet
-                    ) {
+                    if kind.in_category_all() {
                         resource["categories"] = json!(["all"]);
                     }
                     resource
@@ -232,11 +230,33 @@ mod tests {
     fn aggregated_documents_list_every_served_resource_with_its_scope() {
         let core = aggregated(true);
         let resources = &core["items"][0]["versions"][0]["resources"];
-        assert_eq!(resources.as_array().map(Vec::len), Some(3));
+        assert_eq!(resources.as_array().map(Vec::len), Some(5));
         assert_eq!(resources[0]["resource"], "pods");
         assert_eq!(resources[0]["scope"], "Namespaced");
         assert_eq!(resources[1]["scope"], "Cluster");
         let apps = aggregated(false);
         assert_eq!(apps["items"][0]["metadata"]["name"], "apps");
+        let names: Vec<&str> = apps["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(names, ["apps", "events.k8s.io", "coordination.k8s.io"]);
+    }
+
+    #[test]
+    fn only_kinds_with_a_status_subresource_list_one() {
+        let apps = resource_list("apps").expect("apps is served");
+        let names: Vec<&str> = apps["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert!(names.contains(&"statefulsets/status"));
+        assert!(names.contains(&"controllerrevisions"));
+        assert!(!names.contains(&"controllerrevisions/status"));
+        assert!(resource_list("batch").is_none());
     }
 }

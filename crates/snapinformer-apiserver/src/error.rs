@@ -196,4 +196,12 @@ pub enum ServerError {
     /// Serializing an object failed.
     #[error("cannot serialize object: {0}")]
     Serialize(#[from] serde_json::Error),
+    /// Creating the audit log file or its writer thread failed.
+    #[error("cannot write the audit log {path}: {source}")]
+    AuditLog {
+        /// The file path.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
 }

@@ -235,12 +235,15 @@ impl PathSpec {
                 let (group, resource) = match resource {
                     Resource::Known(n) => {
                         let kind = kind_of(*n);
-                        (kind.group() == "apps", kind.plural().to_owned())
+                        (kind.group(), kind.plural().to_owned())
                     }
-                    Resource::Any(s) => (*apps, s.clone()),
+                    Resource::Any(s) => (if *apps { "apps" } else { "" }, s.clone()),
                 };
-                let mut path =
-                    if group { "/apis/apps/v1".to_owned() } else { "/api/v1".to_owned() };
+                let mut path = if group.is_empty() {
+                    "/api/v1".to_owned()
+                } else {
+                    format!("/apis/{group}/v1")
+                };
                 if *watch {
                     path.push_str("/watch");
                 }
@@ -431,6 +434,8 @@ fn server() -> (Arc<AppState>, axum::Router) {
         default_watch_timeout: Duration::from_secs(1800),
         max_request_body_bytes: crate::DEFAULT_MAX_REQUEST_BODY_BYTES,
         request_log: None,
+        metrics: Default::default(),
+        audit: None,
     });
     let app = router(state.clone(), crate::DEFAULT_MAX_REQUEST_BODY_BYTES);
     (state, app)
@@ -470,6 +475,27 @@ fn check_answer(what: &str, status: StatusCode, content_type: &str, body: &[u8])
         assert_eq!(value["kind"], "Status", "{what}: error body is a Status: {value}");
         assert_eq!(value["status"], "Failure", "{what}: {value}");
         assert_eq!(value["code"], status.as_u16(), "{what}: Status code is the HTTP status");
+        return;
+    }
+    if content_type == crate::protobuf::MEDIA_TYPE {
+        if let Err(e) = crate::protobuf::codec::decode_object(body) {
+            panic!("{what}: {status} protobuf answer does not decode: {e}");
+        }
+        return;
+    }
+    if content_type == crate::protobuf::WATCH_MEDIA_TYPE {
+        let mut rest = body;
+        while rest.len() >= 4 {
+            let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            let frame = rest.get(4..4 + len).unwrap_or_else(|| panic!("{what}: cut watch frame"));
+            let event = crate::protobuf::codec::decode_message(
+                "k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent",
+                frame,
+            );
+            assert!(event.is_ok(), "{what}: watch frame does not decode: {event:?}");
+            rest = &rest[4 + len..];
+        }
+        assert!(rest.is_empty(), "{what}: trailing bytes after the last watch frame");
         return;
     }
     if content_type.starts_with("application/json") && !body.is_empty() {

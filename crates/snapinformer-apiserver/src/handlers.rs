@@ -17,8 +17,8 @@ use crate::objects::{prepare_create, random_suffix};
 use crate::patch::{self, PatchType};
 use crate::render::{json_response, render_list, render_object};
 use crate::request::{
-    Query, Repr, Target, decode_continue, dry_run, encode_continue, filter_of, is_protobuf, key,
-    parse_body, parse_int64, parse_rv, require_json, valid_name,
+    Query, Repr, Target, body_value, decode_continue, dry_run, encode_continue, filter_of,
+    is_protobuf, key, parse_body, parse_int64, parse_rv, require_json, valid_name,
 };
 use crate::resource::{FieldValidation, ResourceKind};
 use crate::store::{Filter, ObjKey, ObjectMap, ReplaceError, Store, StoredObject, VersionError};
@@ -287,7 +287,7 @@ pub(crate) fn create(
         return Err(ApiError::method_not_allowed());
     }
     let value = if is_protobuf(headers) {
-        crate::protobuf::decode(kind, body)?
+        crate::protobuf::decode_as(kind, body)?
     } else {
         require_json(headers)?;
         parse_body(body)?
@@ -458,8 +458,7 @@ pub(crate) fn update(
     if kind.namespaced() && target.namespace.is_none() {
         return Err(ApiError::method_not_allowed());
     }
-    require_json(headers)?;
-    let raw = parse_body(body)?;
+    let raw = body_value(headers, body)?;
     let validation = FieldValidation::parse(query.get("fieldValidation").map(String::as_str));
     let (value, warnings) = kind.normalize(&raw, validation)?;
     check_identity(target, name, &value)?;
@@ -547,6 +546,7 @@ pub(crate) fn delete(
     target: &Target,
     name: &str,
     query: &Query,
+    headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let kind = target.kind;
@@ -555,6 +555,8 @@ pub(crate) fn delete(
     }
     let options: Value = if body.is_empty() {
         Value::Null
+    } else if is_protobuf(headers) {
+        crate::protobuf::decode(body)?
     } else {
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?

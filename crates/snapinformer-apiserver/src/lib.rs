@@ -2,9 +2,11 @@
 //!
 //! A Kubernetes wire-compatible test API server: real HTTP/1.1 and JSON on loopback, with the
 //! paths, query parameters, status codes and `Status` objects of kube-apiserver, so that the
-//! real `kubectl` and the `kube` crate's client and `kube_runtime::watcher` work against it
-//! unmodified. It serves core/v1 `pods`, `nodes` and `namespaces` and apps/v1 `statefulsets`
-//! and `daemonsets`.
+//! real `kubectl`, the `kube` crate's client and `kube_runtime::watcher`, and the real
+//! kube-controller-manager's StatefulSet and DaemonSet controllers (client-go 1.37) work against
+//! it unmodified. It serves core/v1 `pods`, `nodes`, `namespaces`, `persistentvolumeclaims` and
+//! `events`, apps/v1 `statefulsets`, `daemonsets` and `controllerrevisions`, events.k8s.io/v1
+//! `events` and coordination.k8s.io/v1 `leases`.
 //!
 //! ## What it guarantees
 //! - **One global, strictly increasing resourceVersion**, like etcd's revision: every write
@@ -33,12 +35,27 @@
 //!   scheduler binds; 409 when already bound), `statefulsets/scale` (an `autoscaling/v1
 //!   Scale`, as `kubectl scale` uses), and `dryRun=All`.
 //!   No-op updates do not bump the resourceVersion. Nothing is half-written.
+//! - **API defaults** are filled in on every create, update and patch, as the real server does
+//!   when it decodes an object: the pod spec's (also inside workload templates), the
+//!   StatefulSet's and DaemonSet's update strategy and history limit, pod priority, and so on
+//!   (the `defaults` module lists them). Controllers dereference some of them unchecked.
+//! - **Counting, as kube-apiserver counts**: `/metrics` serves `apiserver_request_total` with the
+//!   real server's name and labels (`verb`, `dry_run`, `group`, `version`, `resource`,
+//!   `subresource`, `scope`, `component`, `code`) and `apiserver_storage_objects`; with
+//!   [`Config::audit_log_path`] every resource request is written to an audit log in the real
+//!   server's format (`audit.k8s.io/v1` events, level `Metadata`, JSON lines), which is how
+//!   requests are attributed to clients by user agent on both servers.
 //! - **Objects are validated by the typed `k8s-openapi` structs**: objects are stored as JSON
 //!   that went through the typed struct and back, exactly as the real server decodes and
 //!   re-encodes them. So a field the real server does not know is dropped with a `Warning`
 //!   header (the default `fieldValidation=Warn`), dropped silently (`Ignore`) or refused with
 //!   400 (`Strict`, which kubectl sends). Objects are kept encoded once (`Bytes`), so lists and
 //!   watch events are built by copying bytes, not by re-serializing.
+//! - **Protobuf** (`application/vnd.kubernetes.protobuf`), client-go's default for typed
+//!   clients: request bodies of every served kind (and `DeleteOptions`, `Binding`, `Scale`) are
+//!   read in it, and a client whose `Accept` header prefers it gets objects and lists in it and
+//!   watches as length-prefixed `WatchEvent` frames (`;stream=watch`), as from the real server.
+//!   The transcoding follows a schema generated from k8s.io/api's `generated.proto` files.
 //! - **Table output** (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`) for every kind,
 //!   in lists, gets and watches, with kubectl's columns; `PartialObjectMetadata` likewise.
 //! - **Discovery**: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/apps`, `/apis/apps/v1`, and
@@ -77,12 +94,16 @@
 //! Authentication and authorization, admission beyond namespace existence, graceful deletion
 //! and finalizers (deletes are immediate), garbage collection of owned objects, controllers
 //! (StatefulSet/DaemonSet status is whatever is written), server-side apply and
-//! `managedFields`, protobuf (answers are always JSON; the only protobuf body read is the
-//! `Namespace` that `kubectl create namespace` sends), YAML request bodies, OpenAPI v3 (so
+//! `managedFields`, protobuf for tables, metadata-only answers and error `Status` objects
+//! (those stay JSON, which client-go reads whatever it asked for), YAML request bodies,
+//! OpenAPI v3 (so
 //! `kubectl explain` does not work), field validation beyond the typed decode (no Kubernetes
-//! validation rules except name syntax), `/eviction`, `/log`, `/exec` and other subresources,
-//! other resources (no events, services, ...), and the watch cache's handling of a version
-//! newer than the store (a watch from such a version simply waits for it).
+//! validation rules except name syntax), admission beyond namespace existence and pod priority
+//! (no ServiceAccount admission: pods need no service account), `/eviction`, `/log`, `/exec`
+//! and other subresources, other resources (services, service accounts, secrets, ...), one
+//! storage for both event versions (core/v1 and events.k8s.io/v1 events are kept apart), the
+//! event TTL, and the watch cache's handling of a version newer than the store (a watch from
+//! such a version simply waits for it).
 //!
 //! ## Design notes
 //! Objects are kept as JSON bytes produced by the typed round trip, with their labels and
@@ -96,12 +117,15 @@
 //!
 //! ## Where things are
 //!
-//! A request enters `router` (logging, discovery and admin paths, fault injection, dispatch),
+//! A request enters `router` (logging, counting in `accounting` and `audit`, discovery and
+//! admin paths, fault injection, dispatch),
 //! whose parameters `request` parses (path, query, accepted representation, body checks); whole
 //! objects are read and written by `handlers` (generic over `resource::ResourceKind`), the
 //! `scale` and `binding` subresources by `subresources`, watches by `watch`; `render` turns
-//! objects, lists and errors into answers; `store` holds the objects and the event history.
-//! Serving another kind means adding it to `resource` (and to `discovery` and `table`).
+//! objects, lists and errors into answers, and `protobuf` transcodes them when the client
+//! prefers protobuf; `store` holds the objects and the event history.
+//! Serving another kind means adding it to `resource` (and to `discovery`, `table`, and
+//! `defaults` if the real server defaults its fields).
 //!
 //! ## How to use it
 //! ```no_run
@@ -121,7 +145,10 @@
 //! The binary does the same from a shell:
 //! `snapinformer-apiserver --listen 127.0.0.1:0 --kubeconfig ./kubeconfig`.
 
+mod accounting;
 mod app_state;
+mod audit;
+mod defaults;
 pub mod discovery;
 mod error;
 pub mod faults;

@@ -11,7 +11,8 @@ use snapinformer_apiserver::{
 };
 
 /// A Kubernetes wire-compatible test API server (pods, nodes, namespaces, statefulsets,
-/// daemonsets) for kubectl and kube-rs. Faults can be changed at run time with
+/// daemonsets, controllerrevisions, persistentvolumeclaims, events, leases) for kubectl,
+/// kube-rs and client-go (kube-controller-manager). `/metrics` has `apiserver_request_total`. Faults can be changed at run time with
 /// `PUT /debug/snapinformer/faults` (JSON body) and history compacted with
 /// `POST /debug/snapinformer/compact`.
 #[derive(Debug, Parser)]
@@ -24,6 +25,10 @@ struct Args {
     /// Where to write the kubeconfig.
     #[arg(long, default_value = "./snapinformer.kubeconfig")]
     kubeconfig: PathBuf,
+    /// Write an audit log of every resource request to this file (`audit.k8s.io/v1` events,
+    /// level Metadata, one JSON object per line, as kube-apiserver's `--audit-log-path`).
+    #[arg(long)]
+    audit_log_path: Option<PathBuf>,
     /// Watch events kept in history (older watches get 410).
     #[arg(long, default_value_t = 100_000)]
     history_size: usize,
@@ -94,6 +99,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
         kubeconfig_path: Some(args.kubeconfig.clone()),
         max_request_body_bytes: args.max_request_body_bytes,
+        audit_log_path: args.audit_log_path.clone(),
         faults: FaultConfig {
             watch_cut_after_events: args.watch_cut_after,
             watch_cut_probability: args.watch_cut_probability,

@@ -38,6 +38,7 @@ pub(crate) fn new_namespace_value(name: &str) -> Value {
 /// Sets what the server owns on create: uid, creationTimestamp, generation and the status
 /// defaults of each kind. The resourceVersion is stamped by the store.
 pub(crate) fn prepare_create(kind: ResourceKind, value: &mut Value) {
+    crate::defaults::apply(kind, value);
     let Some(object) = value.as_object_mut() else { return };
     object.insert("apiVersion".into(), kind.api_version().into());
     object.insert("kind".into(), kind.kind().into());
@@ -67,7 +68,19 @@ pub(crate) fn prepare_create(kind: ResourceKind, value: &mut Value) {
             object.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
             object.insert("status".into(), json!({"phase": "Active"}));
         }
-        ResourceKind::Node | ResourceKind::StatefulSet | ResourceKind::DaemonSet => {}
+        ResourceKind::PersistentVolumeClaim => {
+            let status = object.entry("status").or_insert_with(|| json!({}));
+            if status.get("phase").is_none() {
+                status["phase"] = "Pending".into();
+            }
+        }
+        ResourceKind::Node
+        | ResourceKind::StatefulSet
+        | ResourceKind::DaemonSet
+        | ResourceKind::ControllerRevision
+        | ResourceKind::Event
+        | ResourceKind::EventsV1Event
+        | ResourceKind::Lease => {}
     }
 }
 

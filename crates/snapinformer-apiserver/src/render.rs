@@ -59,7 +59,8 @@ impl IntoResponse for ApiError {
 /// Renders one object in the negotiated representation.
 pub(crate) fn render_object(kind: ResourceKind, obj: &StoredObject, repr: Repr) -> Bytes {
     match repr {
-        Repr::Object => obj.json.clone(),
+        // Protobuf answers are transcoded from the JSON one by the router.
+        Repr::Object | Repr::Protobuf => obj.json.clone(),
         Repr::Table(include) => {
             let value = obj.value();
             let rv = obj.rv.to_string();
@@ -91,7 +92,8 @@ pub(crate) fn render_list(
     repr: Repr,
 ) -> Bytes {
     match repr {
-        Repr::Object => {
+        // Protobuf answers are transcoded from the JSON one by the router.
+        Repr::Object | Repr::Protobuf => {
             let mut out =
                 Vec::with_capacity(128 + items.iter().map(|o| o.json.len() + 1).sum::<usize>());
             out.extend_from_slice(b"{\"kind\":\"");

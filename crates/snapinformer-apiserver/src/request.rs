@@ -17,6 +17,8 @@ use crate::table::IncludeObject;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Repr {
     Object,
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
+    Protobuf,
     Table(IncludeObject),
     Metadata,
 }
@@ -77,6 +79,9 @@ pub(crate) fn repr_of(headers: &HeaderMap, query: &Query) -> Repr {
         if media.contains("as=PartialObjectMetadata") && media.contains("g=meta.k8s.io") {
             return Repr::Metadata;
         }
+        if media.starts_with(crate::protobuf::MEDIA_TYPE) && !media.contains("as=") {
+            return Repr::Protobuf;
+        }
         if media.starts_with("application/json") || media.starts_with("*/*") || media.is_empty() {
             return Repr::Object;
         }
@@ -97,7 +102,11 @@ pub(crate) struct Target {
 pub(crate) fn parse_target(segments: &[&str]) -> Result<Option<Target>, ApiError> {
     let (group, rest) = match segments {
         ["api", "v1", rest @ ..] if !rest.is_empty() => ("", rest),
-        ["apis", "apps", "v1", rest @ ..] if !rest.is_empty() => ("apps", rest),
+        ["apis", group, "v1", rest @ ..]
+            if !rest.is_empty() && ResourceKind::GROUPS.contains(group) =>
+        {
+            (*group, rest)
+        }
         _ => return Ok(None),
     };
     let (watch_path, rest) = match rest {
@@ -118,7 +127,9 @@ pub(crate) fn parse_target(segments: &[&str]) -> Result<Option<Target>, ApiError
     let (name, subresource) = match tail {
         [] => (None, None),
         [name] => (Some((*name).to_owned()), None),
-        [name, "status"] => (Some((*name).to_owned()), Some("status".to_owned())),
+        [name, "status"] if kind.has_status() => {
+            (Some((*name).to_owned()), Some("status".to_owned()))
+        }
         [name, "scale"] if kind == ResourceKind::StatefulSet => {
             (Some((*name).to_owned()), Some("scale".to_owned()))
         }
@@ -223,6 +234,19 @@ pub(crate) fn is_protobuf(headers: &HeaderMap) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.starts_with("application/vnd.kubernetes.protobuf"))
+}
+
+/// The request body as JSON: decoded from protobuf when its content type says so, else parsed
+/// as JSON (415 for any other content type).
+pub(crate) fn body_value(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    if is_protobuf(headers) {
+        if body.is_empty() {
+            return Err(ApiError::bad_request("the body of the request was empty"));
+        }
+        return crate::protobuf::decode(body);
+    }
+    require_json(headers)?;
+    parse_body(body)
 }
 
 pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {

@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::events::v1::Event as EventsV1Event;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -24,6 +26,19 @@ pub enum ResourceKind {
     StatefulSet,
     /// apps/v1 `daemonsets` (namespaced).
     DaemonSet,
+    /// apps/v1 `controllerrevisions` (namespaced): the revision history StatefulSet and
+    /// DaemonSet controllers keep of their pod templates.
+    ControllerRevision,
+    /// core/v1 `persistentvolumeclaims` (namespaced): the StatefulSet controller watches them.
+    PersistentVolumeClaim,
+    /// core/v1 `events` (namespaced), as `record.EventRecorder` writes them.
+    Event,
+    /// events.k8s.io/v1 `events` (namespaced). Stored apart from core/v1 `events` (the real
+    /// server keeps both versions in one storage and converts between them).
+    EventsV1Event,
+    /// coordination.k8s.io/v1 `leases` (namespaced), as leader election and node heartbeats
+    /// use them.
+    Lease,
 }
 
 /// How strictly unknown fields are treated on writes (the `fieldValidation` query parameter).
@@ -50,8 +65,21 @@ impl FieldValidation {
 
 impl ResourceKind {
     /// Every served kind, in a fixed order (the index used internally).
-    pub const ALL: [ResourceKind; 5] =
-        [Self::Pod, Self::Node, Self::Namespace, Self::StatefulSet, Self::DaemonSet];
+    pub const ALL: [ResourceKind; 10] = [
+        Self::Pod,
+        Self::Node,
+        Self::Namespace,
+        Self::StatefulSet,
+        Self::DaemonSet,
+        Self::ControllerRevision,
+        Self::PersistentVolumeClaim,
+        Self::Event,
+        Self::EventsV1Event,
+        Self::Lease,
+    ];
+
+    /// The named API groups served (besides the legacy core group `""`), in discovery order.
+    pub const GROUPS: [&'static str; 3] = ["apps", "events.k8s.io", "coordination.k8s.io"];
 
     /// Position in [`ResourceKind::ALL`].
     pub fn index(self) -> usize {
@@ -61,14 +89,30 @@ impl ResourceKind {
     /// API group (`""` for core).
     pub fn group(self) -> &'static str {
         match self {
-            Self::Pod | Self::Node | Self::Namespace => "",
-            Self::StatefulSet | Self::DaemonSet => "apps",
+            Self::Pod
+            | Self::Node
+            | Self::Namespace
+            | Self::PersistentVolumeClaim
+            | Self::Event => "",
+            Self::StatefulSet | Self::DaemonSet | Self::ControllerRevision => "apps",
+            Self::EventsV1Event => "events.k8s.io",
+            Self::Lease => "coordination.k8s.io",
         }
+    }
+
+    /// The version served (every group serves one version, `v1`).
+    pub fn version(self) -> &'static str {
+        "v1"
     }
 
     /// `apiVersion` of objects of this kind.
     pub fn api_version(self) -> &'static str {
-        if self.group().is_empty() { "v1" } else { "apps/v1" }
+        match self.group() {
+            "" => "v1",
+            "apps" => "apps/v1",
+            "events.k8s.io" => "events.k8s.io/v1",
+            _ => "coordination.k8s.io/v1",
+        }
     }
 
     /// `kind` of objects.
@@ -79,6 +123,10 @@ impl ResourceKind {
             Self::Namespace => "Namespace",
             Self::StatefulSet => "StatefulSet",
             Self::DaemonSet => "DaemonSet",
+            Self::ControllerRevision => "ControllerRevision",
+            Self::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Self::Event | Self::EventsV1Event => "Event",
+            Self::Lease => "Lease",
         }
     }
 
@@ -95,6 +143,10 @@ impl ResourceKind {
             Self::Namespace => "namespaces",
             Self::StatefulSet => "statefulsets",
             Self::DaemonSet => "daemonsets",
+            Self::ControllerRevision => "controllerrevisions",
+            Self::PersistentVolumeClaim => "persistentvolumeclaims",
+            Self::Event | Self::EventsV1Event => "events",
+            Self::Lease => "leases",
         }
     }
 
@@ -106,6 +158,10 @@ impl ResourceKind {
             Self::Namespace => "namespace",
             Self::StatefulSet => "statefulset",
             Self::DaemonSet => "daemonset",
+            Self::ControllerRevision => "controllerrevision",
+            Self::PersistentVolumeClaim => "persistentvolumeclaim",
+            Self::Event | Self::EventsV1Event => "event",
+            Self::Lease => "lease",
         }
     }
 
@@ -117,11 +173,33 @@ impl ResourceKind {
             Self::Namespace => &["ns"],
             Self::StatefulSet => &["sts"],
             Self::DaemonSet => &["ds"],
+            Self::ControllerRevision | Self::Lease => &[],
+            Self::PersistentVolumeClaim => &["pvc"],
+            Self::Event | Self::EventsV1Event => &["ev"],
         }
     }
 
     /// Whether objects live in a namespace.
     pub fn namespaced(self) -> bool {
+        !matches!(self, Self::Node | Self::Namespace)
+    }
+
+    /// Whether the kind has a `status` subresource (a `status` the main resource's writes do
+    /// not change).
+    pub fn has_status(self) -> bool {
+        matches!(
+            self,
+            Self::Pod
+                | Self::Node
+                | Self::Namespace
+                | Self::StatefulSet
+                | Self::DaemonSet
+                | Self::PersistentVolumeClaim
+        )
+    }
+
+    /// Whether the kind appears in the `all` category (`kubectl get all`).
+    pub(crate) fn in_category_all(self) -> bool {
         matches!(self, Self::Pod | Self::StatefulSet | Self::DaemonSet)
     }
 
@@ -156,7 +234,17 @@ impl ResourceKind {
             ],
             Self::Node => &["spec.unschedulable"],
             Self::Namespace => &["status.phase"],
-            Self::StatefulSet | Self::DaemonSet => &[],
+            Self::PersistentVolumeClaim => &[],
+            Self::Event => &[
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "reason",
+                "type",
+            ],
+            Self::EventsV1Event => &["regarding.kind", "regarding.name", "reason", "type"],
+            Self::StatefulSet | Self::DaemonSet | Self::ControllerRevision | Self::Lease => &[],
         }
     }
 
@@ -193,12 +281,17 @@ impl ResourceKind {
                 self.kind()
             )));
         }
-        let typed = match self {
+        let mut typed = match self {
             Self::Pod => roundtrip::<Pod>(value),
             Self::Node => roundtrip::<Node>(value),
             Self::Namespace => roundtrip::<Namespace>(value),
             Self::StatefulSet => roundtrip::<StatefulSet>(value),
             Self::DaemonSet => roundtrip::<DaemonSet>(value),
+            Self::ControllerRevision => roundtrip::<ControllerRevision>(value),
+            Self::PersistentVolumeClaim => roundtrip::<PersistentVolumeClaim>(value),
+            Self::Event => roundtrip::<Event>(value),
+            Self::EventsV1Event => roundtrip::<EventsV1Event>(value),
+            Self::Lease => roundtrip::<Lease>(value),
         }
         .map_err(|e| {
             ApiError::bad_request(format!(
@@ -217,6 +310,7 @@ impl ResourceKind {
                 list.join(", ")
             )));
         }
+        crate::defaults::apply(self, &mut typed);
         let warnings = if validation == FieldValidation::Warn {
             unknown.into_iter().map(|f| format!("unknown field \"{f}\"")).collect()
         } else {

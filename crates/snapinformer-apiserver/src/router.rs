@@ -11,12 +11,14 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::accounting::RequestInfo;
 use crate::app_state::AppState;
+use crate::audit::{self, AuditRecord};
 use crate::error::ApiError;
 use crate::faults::FaultConfig;
 use crate::handlers::{create, delete, delete_collection, get, list, patch_object, update};
 use crate::render::value_response;
-use crate::request::{Query, Target, flag, parse_query, parse_target, repr_of, target_clone};
+use crate::request::{Query, Repr, Target, flag, parse_query, parse_target, repr_of, target_clone};
 use crate::subresources::{bind, scale};
 use crate::{discovery, watch};
 
@@ -29,6 +31,9 @@ pub(crate) async fn handle(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let received = k8s_openapi::jiff::Timestamp::now();
+    let info = RequestInfo::of(&method, &uri, &headers);
+    let dry_run = uri.query().is_some_and(|q| q.contains("dryRun=All"));
     let response = match body {
         Ok(body) => route(&state, &method, &uri, &headers, body).await,
         // The body limit (`Config::max_request_body_bytes`) stops reading at the limit.
@@ -47,7 +52,44 @@ pub(crate) async fn handle(
             .unwrap_or_else(|p| p.into_inner())
             .push(format!("{method} {uri} {}", response.status().as_u16()));
     }
-    response
+    let code = response.status().as_u16();
+    state.metrics.record(&info, dry_run, code);
+    match &state.audit {
+        Some(audit) if info.resource.is_some() => {
+            let (response, failure) = failure_status(response).await;
+            let user_agent =
+                headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let request_uri = uri.path_and_query().map_or(uri.path(), |pq| pq.as_str());
+            let record =
+                AuditRecord { info: &info, request_uri, user_agent, code, failure, received };
+            if let Some(bytes) = audit::encode(&record)
+                && let Some(log) = audit.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            {
+                log.send(bytes);
+            }
+            response
+        }
+        _ => response,
+    }
+}
+
+/// The largest error answer read back for the audit log; an error `Status` is far smaller.
+const MAX_STATUS_BYTES: usize = 64 * 1024;
+
+/// For an error answer, its `Status` object (read from the body, which is put back); `None`
+/// for a success.
+async fn failure_status(response: Response) -> (Response, Option<serde_json::Value>) {
+    if response.status().as_u16() < 400 {
+        return (response, None);
+    }
+    let (parts, body) = response.into_parts();
+    match axum::body::to_bytes(body, MAX_STATUS_BYTES).await {
+        Ok(bytes) => {
+            let status = serde_json::from_slice(&bytes).ok();
+            (Response::from_parts(parts, Body::from(bytes)), status)
+        }
+        Err(_) => (Response::from_parts(parts, Body::empty()), None),
+    }
 }
 
 pub(crate) async fn route(
@@ -80,15 +122,29 @@ pub(crate) async fn route(
         }
         ["apis"] if get => return value_response(StatusCode::OK, &discovery::api_groups()),
         ["api", "v1"] if get => {
-            return value_response(StatusCode::OK, &discovery::resource_list(""));
+            if let Some(list) = discovery::resource_list("") {
+                return value_response(StatusCode::OK, &list);
+            }
         }
-        ["apis", "apps"] if get => {
-            return value_response(StatusCode::OK, &discovery::apps_api_group());
+        ["apis", group] if get => {
+            if let Some(group) = discovery::api_group(group) {
+                return value_response(StatusCode::OK, &group);
+            }
         }
-        ["apis", "apps", "v1"] if get => {
-            return value_response(StatusCode::OK, &discovery::resource_list("apps"));
+        ["apis", group, "v1"] if get => {
+            if let Some(list) = discovery::resource_list(group) {
+                return value_response(StatusCode::OK, &list);
+            }
         }
         ["healthz" | "livez" | "readyz"] if get => return (StatusCode::OK, "ok").into_response(),
+        ["metrics"] if get => {
+            let mut response = Response::new(Body::from(state.metrics.render(&state.store)));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            return response;
+        }
         ["openapi", "v2"] if get => {
             // An empty protobuf document: kubectl then skips client-side validation.
             let mut response = Response::new(Body::empty());
@@ -150,6 +206,59 @@ pub(crate) async fn resource_request(
 ) -> Result<Response, ApiError> {
     let repr = repr_of(headers, query);
     let watching = target.watch_path || flag(query, "watch");
+    if repr == Repr::Protobuf && !watching {
+        let response =
+            resource_request_in(state, method, target, query, headers, body, repr).await?;
+        return Ok(to_protobuf(response).await);
+    }
+    resource_request_in(state, method, target, query, headers, body, repr).await
+}
+
+/// The largest JSON answer transcoded to protobuf (a list of a few hundred thousand pods).
+const MAX_TRANSCODED_BYTES: usize = 4 << 30;
+
+/// Transcodes a successful JSON answer to protobuf, as the real server answers a client that
+/// prefers it. Errors stay JSON `Status` objects (client-go reads either), and so does anything
+/// without a protobuf message here.
+async fn to_protobuf(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !response.status().is_success() || !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_TRANSCODED_BYTES).await else {
+        return ApiError::internal("reading the answer to transcode it").into_response();
+    };
+    let encoded = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|value| crate::protobuf::encode(&value));
+    match encoded {
+        Some(encoded) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(crate::protobuf::MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(encoded))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource_request_in(
+    state: &Arc<AppState>,
+    method: &Method,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    body: &Bytes,
+    repr: Repr,
+) -> Result<Response, ApiError> {
+    let watching = target.watch_path || flag(query, "watch");
     match (method.clone(), &target.name) {
         (method, Some(name)) if target.subresource.as_deref() == Some("scale") => {
             scale(state, &method, target, name, headers, body)
@@ -178,7 +287,7 @@ pub(crate) async fn resource_request(
         (Method::PUT, Some(name)) => update(state, target, name, query, headers, body),
         (Method::PATCH, Some(name)) => patch_object(state, target, name, query, headers, body),
         (Method::DELETE, Some(name)) if target.subresource.is_none() => {
-            delete(state, target, name, query, body)
+            delete(state, target, name, query, headers, body)
         }
         (Method::DELETE, None) => delete_collection(state, target, query, repr),
         _ => Err(ApiError::method_not_allowed()),

@@ -12,7 +12,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::accounting::RequestMetrics;
 use crate::app_state::AppState;
+use crate::audit::AuditLog;
 use crate::error::ServerError;
 use crate::faults::{FaultConfig, Faults};
 use crate::kubelet::{self, KubeletConfig};
@@ -45,6 +47,9 @@ pub struct Config {
     /// the real server's 3 MiB); a larger body is answered 413 `RequestEntityTooLarge` without
     /// being read further.
     pub max_request_body_bytes: usize,
+    /// Write an audit log (`audit.k8s.io/v1` events, level `Metadata`, one JSON object per
+    /// line, as kube-apiserver's `--audit-log-path`) of every resource request to this file.
+    pub audit_log_path: Option<PathBuf>,
 }
 
 /// The real kube-apiserver's limit on request bodies: 3 MiB.
@@ -62,6 +67,7 @@ impl Default for Config {
             record_requests: false,
             kubeconfig_path: None,
             max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
+            audit_log_path: None,
         }
     }
 }
@@ -111,6 +117,10 @@ impl TestApiServer {
             .local_addr()
             .map_err(|source| ServerError::Bind { addr: config.listen.to_string(), source })?;
         let store = Arc::new(Store::new(config.history_size));
+        let audit = match &config.audit_log_path {
+            Some(path) => Some(Mutex::new(Some(AuditLog::create(path)?))),
+            None => None,
+        };
         let faults = Faults::new(config.faults.clone());
         let state = Arc::new(AppState {
             store: store.clone(),
@@ -120,6 +130,8 @@ impl TestApiServer {
             default_watch_timeout: config.default_watch_timeout,
             max_request_body_bytes: config.max_request_body_bytes,
             request_log: config.record_requests.then(|| Mutex::new(Vec::new())),
+            metrics: RequestMetrics::default(),
+            audit,
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let (serve_stop, server) = serve(listener, state.clone(), config.max_request_body_bytes);
@@ -421,6 +433,31 @@ impl ServerHandle {
         }
         if let Some(kubelet) = self.kubelet.take() {
             let _ = tokio::time::timeout(Duration::from_secs(1), kubelet).await;
+        }
+        self.close_audit_log();
+    }
+
+    /// The `/metrics` text: `apiserver_request_total` by verb, group, version, resource,
+    /// subresource, scope, component and code, as kube-apiserver counts requests, and
+    /// `apiserver_storage_objects` per resource.
+    pub fn metrics_text(&self) -> String {
+        self.state.metrics.render(&self.state.store)
+    }
+
+    /// The audit log's path, when one is written.
+    pub fn audit_log_path(&self) -> Option<PathBuf> {
+        let audit = self.state.audit.as_ref()?;
+        let log = audit.lock().unwrap_or_else(|p| p.into_inner());
+        log.as_ref().map(|l| l.path().to_owned())
+    }
+
+    /// Flushes and closes the audit log (requests after this are not logged). Also done by
+    /// [`ServerHandle::shutdown`].
+    pub fn close_audit_log(&self) {
+        if let Some(audit) = &self.state.audit
+            && let Some(mut log) = audit.lock().unwrap_or_else(|p| p.into_inner()).take()
+        {
+            log.close();
         }
     }
 

@@ -37,6 +37,9 @@ pub(crate) struct StoredObject {
     pub(crate) json: Bytes,
     pub(crate) labels: BTreeMap<String, String>,
     pub(crate) fields: Box<[String]>,
+    /// The object's protobuf message (no envelope), encoded at most once, when a protobuf
+    /// watcher first needs it.
+    pub(crate) proto: std::sync::OnceLock<Option<Bytes>>,
 }
 
 impl StoredObject {
@@ -49,7 +52,26 @@ impl StoredObject {
         let labels = labels_of(&value);
         let fields = field_values(kind, &value);
         let json = serde_json::to_vec(&value).map_err(|e| ApiError::internal(e.to_string()))?;
-        Ok(Self { key, rv, uid, json: Bytes::from(json), labels, fields })
+        Ok(Self {
+            key,
+            rv,
+            uid,
+            json: Bytes::from(json),
+            labels,
+            fields,
+            proto: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The object as an enveloped protobuf object of `kind` (`None` if it does not encode,
+    /// which a stored object always does).
+    pub(crate) fn protobuf(&self, kind: ResourceKind) -> Option<Vec<u8>> {
+        let raw = self.proto.get_or_init(|| {
+            crate::protobuf::encode_message(&crate::protobuf::message_of(kind), &self.value())
+                .ok()
+                .map(Bytes::from)
+        });
+        raw.as_ref().map(|raw| crate::protobuf::envelope(kind.api_version(), kind.kind(), raw))
     }
 
     /// The object decoded again.
@@ -128,7 +150,7 @@ pub(crate) enum ReplaceError {
 
 struct Inner {
     rv: u64,
-    maps: [ObjectMap; 5],
+    maps: [ObjectMap; ResourceKind::ALL.len()],
     history: VecDeque<Arc<Event>>,
     /// Version of `history[0]`; `rv + 1` when the history is empty.
     history_start: u64,

@@ -11,7 +11,7 @@ use crate::error::ApiError;
 use crate::handlers::{MAX_ATTEMPTS, merge_update, precondition_of, without_rv};
 use crate::patch::{self, PatchType};
 use crate::render::value_response;
-use crate::request::{Target, key, parse_body, require_json};
+use crate::request::{Target, body_value, key};
 use crate::resource::ResourceKind;
 use crate::store::ReplaceError;
 
@@ -60,10 +60,7 @@ pub(crate) fn scale(
     };
     let patch_type = match *method {
         Method::GET => return Ok(value_response(StatusCode::OK, &scale_of(&current()?.value()))),
-        Method::PUT => {
-            require_json(headers)?;
-            None
-        }
+        Method::PUT => None,
         Method::PATCH => {
             let content_type =
                 headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -78,7 +75,7 @@ pub(crate) fn scale(
         let existing = current()?;
         let old = existing.value();
         let requested = match patch_type {
-            None => parse_body(body)?,
+            None => body_value(headers, body)?,
             Some(patch_type) => patch::apply(patch_type, &without_rv(&scale_of(&old)), body)?,
         };
         let replicas = requested
@@ -130,8 +127,7 @@ pub(crate) fn bind(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Response, ApiError> {
-    require_json(headers)?;
-    let binding = parse_body(body)?;
+    let binding = body_value(headers, body)?;
     let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
     if node.is_empty() {
         return Err(ApiError::invalid("Binding", name, "target.name", "Required value"));

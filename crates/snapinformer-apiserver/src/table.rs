@@ -154,6 +154,28 @@ pub(crate) fn columns(kind: ResourceKind) -> Value {
                 "A label query over pods that are managed by the daemon set.",
             ),
         ],
+        ResourceKind::ControllerRevision => vec![
+            name,
+            column("Controller", "string", 0, "The object that owns this revision."),
+            column("Revision", "integer", 0, "Revision indicates the revision of the state."),
+            age,
+        ],
+        ResourceKind::PersistentVolumeClaim => vec![
+            name,
+            column("Status", "string", 0, "Phase represents the current phase of the claim."),
+            column("Volume", "string", 0, "The volume bound to this claim."),
+            age,
+        ],
+        ResourceKind::Event | ResourceKind::EventsV1Event => vec![
+            column("Last Seen", "string", 0, "Time of the most recent occurrence."),
+            column("Type", "string", 0, "Type of this event (Normal, Warning)."),
+            column("Reason", "string", 0, "Why the action was taken."),
+            column("Object", "string", 0, "The object this event is about."),
+            column("Message", "string", 0, "A human-readable description."),
+        ],
+        ResourceKind::Lease => {
+            vec![name, column("Holder", "string", 0, "The holder of the lease."), age]
+        }
     };
     Value::Array(cols)
 }
@@ -361,7 +383,75 @@ fn cells(kind: ResourceKind, obj: &Value) -> Vec<Value> {
                 json!(selector_text(obj, "/spec/selector/matchLabels")),
             ]
         }
+        ResourceKind::ControllerRevision => {
+            let controller = obj
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .and_then(|refs| refs.iter().find(|r| r["controller"] == json!(true)))
+                .map(|r| {
+                    let group = r["apiVersion"].as_str().unwrap_or("").split('/').next();
+                    let kind = r["kind"].as_str().unwrap_or("").to_lowercase();
+                    let name = r["name"].as_str().unwrap_or("");
+                    match group {
+                        Some(g) if g != "v1" && !g.is_empty() => format!("{kind}.{g}/{name}"),
+                        _ => format!("{kind}/{name}"),
+                    }
+                })
+                .unwrap_or_else(|| "<none>".into());
+            vec![
+                json!(str_at(obj, "/metadata/name")),
+                json!(controller),
+                json!(int_at(obj, "/revision")),
+                json!(age(obj)),
+            ]
+        }
+        ResourceKind::PersistentVolumeClaim => vec![
+            json!(str_at(obj, "/metadata/name")),
+            json!(str_at(obj, "/status/phase")),
+            json!(str_at(obj, "/spec/volumeName")),
+            json!(age(obj)),
+        ],
+        ResourceKind::Event | ResourceKind::EventsV1Event => event_cells(kind, obj),
+        ResourceKind::Lease => vec![
+            json!(str_at(obj, "/metadata/name")),
+            json!(str_at(obj, "/spec/holderIdentity")),
+            json!(age(obj)),
+        ],
     }
+}
+
+/// How long ago an RFC 3339 timestamp at `pointer` was, `<unknown>` without one.
+fn since(obj: &Value, pointer: &str) -> String {
+    match obj.pointer(pointer).and_then(Value::as_str).and_then(|s| s.parse::<Timestamp>().ok()) {
+        Some(at) => human_duration(Timestamp::now().as_second() - at.as_second()),
+        None => "<unknown>".into(),
+    }
+}
+
+/// The columns of an event (core/v1 or events.k8s.io/v1): last seen, type, reason, object,
+/// message.
+fn event_cells(kind: ResourceKind, obj: &Value) -> Vec<Value> {
+    let (regarding, note, last) = if kind == ResourceKind::Event {
+        let last = ["/lastTimestamp", "/eventTime", "/metadata/creationTimestamp"]
+            .into_iter()
+            .find(|p| obj.pointer(p).and_then(Value::as_str).is_some())
+            .unwrap_or("/metadata/creationTimestamp");
+        ("/involvedObject", "/message", last)
+    } else {
+        ("/regarding", "/note", "/eventTime")
+    };
+    let object = format!(
+        "{}/{}",
+        str_at(obj, &format!("{regarding}/kind")).to_lowercase(),
+        str_at(obj, &format!("{regarding}/name"))
+    );
+    vec![
+        json!(since(obj, last)),
+        json!(str_at(obj, "/type")),
+        json!(str_at(obj, "/reason")),
+        json!(object),
+        json!(str_at(obj, note)),
+    ]
 }
 
 /// One table row for an object.

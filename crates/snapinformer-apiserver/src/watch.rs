@@ -134,13 +134,20 @@ pub(crate) fn serve(
     let mut response = Response::new(Body::from_stream(stream));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let content_type =
+        if repr == Repr::Protobuf { crate::protobuf::WATCH_MEDIA_TYPE } else { "application/json" };
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     Ok(response)
 }
 
-/// Appends one event line.
-fn push_event(out: &mut Vec<u8>, etype: &str, object: &[u8]) {
+/// Appends one event: a JSON line, or a length-prefixed protobuf frame whose object is already
+/// enveloped protobuf.
+fn push_event(out: &mut Vec<u8>, repr: Repr, etype: &str, object: &[u8]) {
+    if repr == Repr::Protobuf {
+        out.extend_from_slice(&crate::protobuf::watch_frame(etype, object));
+        return;
+    }
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(etype.as_bytes());
     out.extend_from_slice(b"\",\"object\":");
@@ -148,20 +155,30 @@ fn push_event(out: &mut Vec<u8>, etype: &str, object: &[u8]) {
     out.extend_from_slice(b"}\n");
 }
 
-fn error_event(error: &ApiError) -> Bytes {
+/// A JSON object (a bookmark, a `Status`) in the watch's representation.
+fn encode_value(value: &serde_json::Value, repr: Repr) -> Vec<u8> {
+    if repr == Repr::Protobuf
+        && let Some(bytes) = crate::protobuf::encode(value)
+    {
+        return bytes;
+    }
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn error_event(error: &ApiError, repr: Repr) -> Bytes {
     let mut out = Vec::new();
-    push_event(&mut out, "ERROR", &serde_json::to_vec(&error.to_status()).unwrap_or_default());
+    push_event(&mut out, repr, "ERROR", &encode_value(&error.to_status(), repr));
     Bytes::from(out)
 }
 
-fn bookmark(kind: ResourceKind, rv: u64, initial_end: bool) -> Vec<u8> {
+fn bookmark(kind: ResourceKind, rv: u64, initial_end: bool, repr: Repr) -> Vec<u8> {
     let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
     let object = json!({"kind": kind.kind(), "apiVersion": kind.api_version(), "metadata": meta});
     let mut out = Vec::new();
-    push_event(&mut out, "BOOKMARK", &serde_json::to_vec(&object).unwrap_or_default());
+    push_event(&mut out, repr, "BOOKMARK", &encode_value(&object, repr));
     out
 }
 
@@ -170,6 +187,10 @@ fn bookmark(kind: ResourceKind, rv: u64, initial_end: bool) -> Vec<u8> {
 fn encode_object(kind: ResourceKind, obj: &StoredObject, repr: Repr) -> Cow<'_, [u8]> {
     match repr {
         Repr::Object => Cow::Borrowed(&obj.json[..]),
+        Repr::Protobuf => match obj.protobuf(kind) {
+            Some(bytes) => Cow::Owned(bytes),
+            None => Cow::Borrowed(&obj.json[..]),
+        },
         Repr::Table(include) => {
             let value = obj.value();
             let t = table::table(
@@ -204,17 +225,27 @@ struct Emitter<'a> {
     sent: u64,
     cut_after: Option<u64>,
     cut_probability: f64,
+    /// JSON lines or protobuf frames.
+    repr: Repr,
 }
 
 impl<'a> Emitter<'a> {
-    fn new(tx: &'a mpsc::Sender<Bytes>, faults: &'a Faults) -> Self {
+    fn new(tx: &'a mpsc::Sender<Bytes>, faults: &'a Faults, repr: Repr) -> Self {
         let (cut_after, cut_probability) = faults.watch_cut();
-        Self { tx, faults, out: Vec::with_capacity(CHUNK), sent: 0, cut_after, cut_probability }
+        Self {
+            tx,
+            faults,
+            out: Vec::with_capacity(CHUNK),
+            sent: 0,
+            cut_after,
+            cut_probability,
+            repr,
+        }
     }
 
     /// Adds one event; sends a chunk when enough has gathered; stops after a fault cut.
     async fn event(&mut self, etype: &str, object: &[u8]) -> Flow {
-        push_event(&mut self.out, etype, object);
+        push_event(&mut self.out, self.repr, etype, object);
         self.sent += 1;
         let cut = self.cut_after.is_some_and(|n| self.sent >= n)
             || (self.cut_probability > 0.0 && rand::random::<f64>() < self.cut_probability);
@@ -243,7 +274,7 @@ impl<'a> Emitter<'a> {
     /// Sends a final ERROR event.
     async fn error(&mut self, error: &ApiError) {
         if self.flush().await == Flow::Continue {
-            let _ = self.tx.send(error_event(error)).await;
+            let _ = self.tx.send(error_event(error, self.repr)).await;
         }
     }
 }
@@ -293,7 +324,7 @@ async fn initial_events(
         }
     }
     if end_bookmark {
-        emitter.extra(&bookmark(spec.kind, rv, true));
+        emitter.extra(&bookmark(spec.kind, rv, true, spec.repr));
     }
     Some(rv)
 }
@@ -308,7 +339,7 @@ async fn run(state: Arc<AppState>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
     let deadline = now
         .checked_add(spec.timeout)
         .unwrap_or_else(|| now + Duration::from_secs(MAX_WATCH_TIMEOUT_SECS));
-    let mut emitter = Emitter::new(&tx, &state.faults);
+    let mut emitter = Emitter::new(&tx, &state.faults, spec.repr);
 
     if spec.forced_410 {
         let current = store.current_rv();
@@ -349,7 +380,7 @@ async fn run(state: Arc<AppState>, spec: WatchSpec, tx: mpsc::Sender<Bytes>) {
                 _ = tokio::time::sleep_until(deadline) => return,
                 _ = tokio::time::sleep_until(next_bookmark), if spec.bookmarks => {
                     next_bookmark = Instant::now() + bookmark_every;
-                    emitter.extra(&bookmark(spec.kind, cursor, false));
+                    emitter.extra(&bookmark(spec.kind, cursor, false, spec.repr));
                     if emitter.flush().await == Flow::Stop {
                         return;
                     }

@@ -373,12 +373,23 @@ async fn kube_discovery_finds_the_served_resources_plain_and_aggregated() {
         let mut kinds: Vec<String> = discovery
             .groups()
             .flat_map(|g| g.recommended_resources())
-            .map(|(resource, _)| resource.kind)
+            .map(|(resource, _)| format!("{}/{}", resource.group, resource.kind))
             .collect();
         kinds.sort();
         assert_eq!(
             kinds,
-            ["DaemonSet", "Namespace", "Node", "Pod", "StatefulSet"],
+            [
+                "/Event",
+                "/Namespace",
+                "/Node",
+                "/PersistentVolumeClaim",
+                "/Pod",
+                "apps/ControllerRevision",
+                "apps/DaemonSet",
+                "apps/StatefulSet",
+                "coordination.k8s.io/Lease",
+                "events.k8s.io/Event",
+            ],
             "aggregated: {aggregated}"
         );
     }

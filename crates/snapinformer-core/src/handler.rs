@@ -293,6 +293,7 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
         let mut st = self.lock();
         loop {
             if let Some(msg) = st.items.pop_front() {
+                crate::spare::shrink_deque(&mut st.items);
                 self.depth.dec();
                 return Some(msg);
             }

@@ -101,6 +101,7 @@ pub mod informer;
 mod lister;
 pub mod metrics;
 pub mod queue;
+mod spare;
 pub mod workqueue;
 
 pub use delta::{DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, PoppedBatch};

@@ -5,11 +5,13 @@ use std::{
     any::TypeId,
     fmt,
     future::Future,
+    panic::AssertUnwindSafe,
     pin::Pin,
     sync::{Arc, RwLock},
     time::Duration,
 };
 
+use futures::FutureExt;
 use kube::Resource;
 use prometheus_client::registry::Registry;
 use snapinformer_core::{
@@ -23,7 +25,7 @@ use crate::{
     ObjectKey, Tracked, Writes,
     cache::VersionedCache,
     expectations::{Expectations, Pending},
-    metrics::Metrics,
+    metrics::{Metrics, WriteOutcome},
     shared::{Caches, OwnerMatch, Shared},
 };
 
@@ -281,6 +283,21 @@ pub struct Stats {
     pub expected_deletes: i64,
     /// Keys whose expectations expired.
     pub expectations_expired: u64,
+    /// Creates through [`Tracked`] that succeeded.
+    pub created: u64,
+    /// Deletes through [`Tracked`] that succeeded.
+    pub deleted: u64,
+    /// Writes through [`Tracked`] that succeeded, every verb.
+    pub writes: u64,
+    /// Creates answered 409 AlreadyExists: the object existed, but the cache the decision was
+    /// made on did not show it.
+    pub already_exists: u64,
+    /// Other writes answered 409 Conflict (an update on an outdated resource version).
+    pub write_conflicts: u64,
+    /// Writes answered 404 Not Found.
+    pub not_found: u64,
+    /// Writes that failed otherwise (network, 5xx, 429, invalid, ...).
+    pub write_errors: u64,
 }
 
 /// A handle to a controller, to feed it from custom event sources and to stop it. Cheap to
@@ -325,6 +342,15 @@ impl<P> Handle<P> {
         self.shared.owned_updated(old, new);
     }
 
+    /// An owned object was added or changed, and its previous state is unknown (a source that
+    /// gives no old object, such as kube-rs' watcher, or a cache that does not look it up):
+    /// queues its owner; a terminating object counts as an observed delete (once per object,
+    /// however often it is seen). It does not lower expected creates: use
+    /// [`owned_added`](Handle::owned_added) for an object known to be new.
+    pub fn owned_changed<C: Resource>(&self, obj: &C) {
+        self.shared.owned_changed(obj);
+    }
+
     /// An owned object is gone: its expected delete is observed and its owner queued.
     pub fn owned_deleted<C: Resource>(&self, obj: &C) {
         self.shared.owned_deleted(Some(obj), None);
@@ -363,6 +389,13 @@ impl<P> Handle<P> {
             expected_adds: m.expectations.adds.get(),
             expected_deletes: m.expectations.deletes.get(),
             expectations_expired: m.expectations.expired.get(),
+            created: m.writes_with(Some("create"), WriteOutcome::Success),
+            deleted: m.writes_with(Some("delete"), WriteOutcome::Success),
+            writes: m.writes_with(None, WriteOutcome::Success),
+            already_exists: m.writes_with(None, WriteOutcome::AlreadyExists),
+            write_conflicts: m.writes_with(None, WriteOutcome::Conflict),
+            not_found: m.writes_with(None, WriteOutcome::NotFound),
+            write_errors: m.writes_with(None, WriteOutcome::Error),
         }
     }
 
@@ -647,8 +680,10 @@ where
     ///
     /// A reconcile that panics is counted and its key backed off. On shutdown, workers stop
     /// taking keys, running reconciles get [`Config::shutdown_timeout`] to finish (then they
-    /// are cancelled), the queue shuts down and the handlers are removed. Returns whether
-    /// every running reconcile finished.
+    /// are cancelled), the queue shuts down and the handlers are removed. When it returns, no
+    /// reconcile code runs any more (a reconcile runs inside its worker's task, so cancelling
+    /// the worker drops it; one in the middle of a step finishes that step first). Returns
+    /// whether every running reconcile finished.
     pub async fn run<D, E, R, F, EP>(
         mut self,
         reconcile: R,
@@ -755,13 +790,13 @@ struct Worker<P, R, EP, D> {
     data: Arc<D>,
 }
 
-/// Aborts a spawned reconcile when its worker is cancelled.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// The text of a panic's payload, for the log.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 impl<P, R, EP, D, E, F> Worker<P, R, EP, D>
@@ -805,8 +840,15 @@ where
         let object = self.lookup.as_ref().and_then(|l| l(key));
         let ctx = Context { key: key.clone(), object, ryw, shared: shared.clone() };
         let started = Instant::now();
-        let mut task = AbortOnDrop(tokio::spawn((self.reconcile)(ctx, self.data.clone())));
-        let outcome = (&mut task.0).await;
+        // The reconcile runs inside this worker's task, its panics caught: when a shutdown
+        // cancels the worker, the reconcile is dropped with it, so none keeps running after
+        // `run` returns.
+        let data = self.data.clone();
+        let outcome =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| (self.reconcile)(ctx, data))) {
+                Ok(reconcile) => AssertUnwindSafe(reconcile).catch_unwind().await,
+                Err(panic) => Err(panic),
+            };
         shared.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
         let action = match outcome {
             Ok(Ok(action)) => {
@@ -819,9 +861,10 @@ where
                 tracing::debug!(controller = %shared.name, %key, error = %e, "reconcile failed");
                 (self.error_policy)(key, &e, &self.data)
             }
-            Err(join) => {
+            Err(panic) => {
                 shared.metrics.reconciled("panic");
-                tracing::error!(controller = %shared.name, %key, error = %join, "reconcile panicked");
+                tracing::error!(controller = %shared.name, %key, panic = panic_message(&*panic),
+                    "reconcile panicked");
                 Action::backoff()
             }
         };

@@ -23,8 +23,13 @@
 //!   workers from taking keys, lets running reconciles finish within
 //!   [`Config::shutdown_timeout`], then cancels what is left, shuts the queue down and removes
 //!   the event handlers.
+//! - **Writes.** [`Context::track`] wraps the client a reconcile writes through (below); every
+//!   write is counted by verb and outcome, so a create answered 409 AlreadyExists (a decision
+//!   made on a cache that did not show the object) is visible in [`Stats`] and the metrics.
+//!   [`slow_start_batch`] issues many writes as client-go's controllers do: concurrent batches
+//!   of 1, 2, 4, ... that stop after the first batch with a failure.
 //! - **Metrics** ([`metrics`]): reconciles by result, reconcile duration, read-your-writes
-//!   waits and timeouts, expectations, and the work queue's own.
+//!   waits and timeouts, writes by outcome, expectations, and the work queue's own.
 //!
 //! # Read-your-writes, on by default
 //!
@@ -62,7 +67,8 @@
 //! Read-your-writes needs only a [`VersionedCache`]: a cache that can tell the resource
 //! version its readers see and wait for a later one. [`snapinformer_core::Informer`]
 //! implements it; any other cache can (a locked map, kube-rs' store, a cache fed by an
-//! in-process cluster model), registered with [`Controller::for_cache`],
+//! in-process cluster model) by keeping a [`VisibleVersion`] that its writer advances,
+//! registered with [`Controller::for_cache`],
 //! [`Controller::owns_cache`] or [`Controller::cache_for`], with its events fed through a
 //! [`Handle`]. Writes go through [`Writes`], implemented for `kube::Api` and by anything
 //! else that can write (a test's in-memory cluster). The controller logic stays the same.
@@ -79,7 +85,8 @@
 //! - [`Context::object`] is read after that wait.
 //! - An expectation is raised before its write is sent, so its event cannot be missed; it is
 //!   lowered at most once per observed object (deletes are tracked per object).
-//! - Shutdown never waits longer than its timeout.
+//! - Shutdown never waits longer than its timeout (plus the end of a step a cancelled reconcile
+//!   is in), and once [`Controller::run`] returns no reconcile code runs: its writes are over.
 //!
 //! # Costs
 //!
@@ -91,7 +98,8 @@
 //!   flowing through the other workers). Waits are short when the cache keeps up, which is
 //!   what the snapshot store is for; `BENCHMARKS.md` has the measured effect on the seed
 //!   reproduction.
-//! - Each reconcile is spawned as its own Tokio task (so a panic is contained), and each event
+//! - Each reconcile runs inside its worker's Tokio task with its panics caught (so a panic is
+//!   contained, and a cancelled worker leaves no reconcile running), and each event
 //!   costs one work-queue add (a hash-map operation) on the informer's handler thread.
 //!
 //! # Usage
@@ -127,6 +135,7 @@
 //!
 //! The `snapinformer` crate's `examples/statefulset.rs` is a complete controller.
 
+mod batch;
 pub mod cache;
 mod controller;
 mod expectations;
@@ -136,7 +145,8 @@ mod shared;
 mod tracked;
 mod writes;
 
-pub use cache::VersionedCache;
+pub use batch::{SLOW_START_INITIAL_BATCH, SlowStart, slow_start_batch};
+pub use cache::{VersionedCache, VisibleVersion};
 pub use controller::{
     Action, Config, Context, Controller, Error, Handle, OnTimeout, ReadYourWrites, Result, Stats,
     Stopped, backoff_on_error,

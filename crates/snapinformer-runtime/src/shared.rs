@@ -226,6 +226,20 @@ impl Shared {
         }
     }
 
+    /// An owned object was added or changed and its previous state is unknown: its owner is
+    /// queued; if it is terminating, an expected delete of it is observed (a second sighting
+    /// finds nothing left to lower).
+    pub(crate) fn owned_changed<C: Resource>(&self, obj: &C) {
+        if obj.meta().deletion_timestamp.is_some()
+            && let Some(key) = ObjectKey::of(obj)
+        {
+            self.expectations.observe_delete(&key);
+        }
+        if let Some(owner) = self.owner.owner(obj.meta()) {
+            self.queue.add(owner);
+        }
+    }
+
     /// An owned object is gone (`obj` is its last known state, if known; `key` its store key):
     /// an expected delete of it is observed and its owner is queued.
     pub(crate) fn owned_deleted<C: Resource>(&self, obj: Option<&C>, key: Option<ObjectKey>) {

@@ -10,13 +10,17 @@ use kube::{
 };
 use serde::Serialize;
 
-use crate::{Deleted, ObjectKey, Writes, shared::Shared};
+use crate::{Deleted, ObjectKey, Writes, metrics::WriteOutcome, shared::Shared};
 
 /// A [`Writes`] (usually a `kube::Api<K>`) wrapped for one reconcile: it forwards every write
 /// and records, for the key being reconciled, the resource version each write returned
 /// (read-your-writes), in the cache registered for `K`. Creates of objects the key controls
 /// (an owner reference with `controller: true` to it) and deletes are counted as
 /// expectations when `K`'s events reach the controller (an owned type).
+///
+/// Every write is counted by verb and outcome (`writes_total`; [`Stats`](crate::Stats)): a
+/// create answered 409 AlreadyExists is a decision made on a cache that did not show the
+/// object, so those counts show how often a controller acted on stale data.
 ///
 /// Get one from [`Context::track`](crate::Context::track). It can outlive its reconcile: writes
 /// made later still count for the key's next reconcile.
@@ -59,6 +63,16 @@ impl<K: Resource + 'static, W: Writes<K>> Tracked<K, W> {
         self.shared.record_write(&self.key, self.cache, obj.meta().resource_version.as_deref());
     }
 
+    /// Counts a `verb` write that ended as `result` (the `writes_total` metric); records the
+    /// version of the object it returned, if it succeeded.
+    fn counted(&self, verb: &'static str, result: kube::Result<K>) -> kube::Result<K> {
+        self.shared.metrics.wrote(verb, WriteOutcome::of(verb, &result));
+        if let Ok(obj) = &result {
+            self.record(obj);
+        }
+        result
+    }
+
     /// Creates `obj`. If `K` is owned and `obj` is controlled by the key being reconciled, one
     /// more add is expected until the owned informer shows it.
     pub async fn create(&self, pp: &PostParams, obj: &K) -> kube::Result<K> {
@@ -67,32 +81,21 @@ impl<K: Resource + 'static, W: Writes<K>> Tracked<K, W> {
         if expected {
             self.shared.expectations.expect_add(&self.key);
         }
-        match self.writes.create(pp, obj).await {
-            Ok(created) => {
-                self.record(&created);
-                Ok(created)
-            }
-            Err(e) => {
-                if expected {
-                    self.shared.expectations.observe_add(&self.key);
-                }
-                Err(e)
-            }
+        let result = self.counted("create", self.writes.create(pp, obj).await);
+        if result.is_err() && expected {
+            self.shared.expectations.observe_add(&self.key);
         }
+        result
     }
 
     /// Replaces the object `name` with `obj`.
     pub async fn replace(&self, name: &str, pp: &PostParams, obj: &K) -> kube::Result<K> {
-        let out = self.writes.replace(name, pp, obj).await?;
-        self.record(&out);
-        Ok(out)
+        self.counted("replace", self.writes.replace(name, pp, obj).await)
     }
 
     /// Replaces the status of the object `name`.
     pub async fn replace_status(&self, name: &str, pp: &PostParams, obj: &K) -> kube::Result<K> {
-        let out = self.writes.replace_status(name, pp, obj).await?;
-        self.record(&out);
-        Ok(out)
+        self.counted("replace_status", self.writes.replace_status(name, pp, obj).await)
     }
 
     /// Patches the object `name`.
@@ -102,9 +105,7 @@ impl<K: Resource + 'static, W: Writes<K>> Tracked<K, W> {
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> kube::Result<K> {
-        let out = self.writes.patch(name, pp, patch).await?;
-        self.record(&out);
-        Ok(out)
+        self.counted("patch", self.writes.patch(name, pp, patch).await)
     }
 
     /// Patches the status of the object `name`.
@@ -114,9 +115,7 @@ impl<K: Resource + 'static, W: Writes<K>> Tracked<K, W> {
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> kube::Result<K> {
-        let out = self.writes.patch_status(name, pp, patch).await?;
-        self.record(&out);
-        Ok(out)
+        self.counted("patch_status", self.writes.patch_status(name, pp, patch).await)
     }
 
     /// Deletes the object `name` (in the wrapped writes' namespace). If `K` is owned, the delete is expected until the owned
@@ -128,7 +127,9 @@ impl<K: Resource + 'static, W: Writes<K>> Tracked<K, W> {
         if self.owned {
             self.shared.expectations.expect_delete(&self.key, obj_key.clone());
         }
-        match self.writes.delete(name, dp).await {
+        let result = self.writes.delete(name, dp).await;
+        self.shared.metrics.wrote("delete", WriteOutcome::of("delete", &result));
+        match result {
             Ok(deleted) => {
                 if let Deleted::Object(obj) = &deleted {
                     self.record(obj);

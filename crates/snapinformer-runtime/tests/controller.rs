@@ -439,8 +439,14 @@ impl Writes<Pod> for StatusDeletes {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_delete_answered_with_a_status_is_expected_until_the_object_is_seen_gone() {
+/// A controller for `ns/web` whose first reconcile deletes `web-1` (answered with a bare
+/// `Status`) and whose every reconcile reports whether its expectations are satisfied; the
+/// first report is already received. Returns the handle, the reports and the running task.
+async fn deleting_web_1() -> (
+    Handle<StatefulSet>,
+    mpsc::UnboundedReceiver<bool>,
+    tokio::task::JoinHandle<snapinformer_runtime::Result<Stopped>>,
+) {
     let pods = LaggingCache::<Pod>::new("pods");
     let controller = Controller::<StatefulSet>::new("sts").owns_cache::<Pod>(pods).workers(1);
     let handle = controller.handle();
@@ -460,22 +466,107 @@ async fn a_delete_answered_with_a_status_is_expected_until_the_object_is_seen_go
     ));
     handle.enqueue(key("ns/web"));
     assert!(!within("reconcile", rx.recv()).await.unwrap(), "the delete is expected");
+    assert_eq!(handle.stats().expected_deletes, 1);
+    (handle, rx, run)
+}
+
+/// `web-1` (as `deleting_web_1` deletes it), alive and terminating.
+fn web_1_alive_and_terminating() -> (Pod, Pod) {
+    let alive = pod("ns", "web-1", Some(("StatefulSet", "web")));
+    let mut terminating = alive.clone();
+    terminating.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+    (alive, terminating)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_answered_with_a_status_is_expected_until_the_object_is_seen_gone() {
+    let (handle, mut rx, run) = deleting_web_1().await;
     assert!(
         handle.pending_writes(&key("ns/web")).is_empty(),
         "a status has no version to wait for"
     );
-    assert_eq!(handle.stats().expected_deletes, 1);
     // Seeing it terminating, then gone, lowers it once.
-    let gone = pod("ns", "web-1", Some(("StatefulSet", "web")));
-    let mut terminating = gone.clone();
-    terminating.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+    let (gone, terminating) = web_1_alive_and_terminating();
     handle.owned_updated(&gone, &terminating);
     assert!(within("reconcile", rx.recv()).await.unwrap(), "terminating counts as observed");
     assert_eq!(handle.stats().expected_deletes, 0);
     handle.owned_deleted(&gone);
     assert!(within("reconcile", rx.recv()).await.unwrap());
     assert_eq!(handle.stats().expected_deletes, 0, "seen twice, lowered once");
+    handle.shutdown();
+    within("shutdown", run).await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_terminating_object_seen_without_its_old_state_counts_as_an_observed_delete_once() {
+    // A source with no old objects (kube-rs' watcher, a harness pipeline) reports changes
+    // through `owned_changed`.
+    let (handle, mut rx, run) = deleting_web_1().await;
+    let (alive, terminating) = web_1_alive_and_terminating();
+    handle.owned_changed(&alive);
+    assert!(!within("reconcile", rx.recv()).await.unwrap(), "not terminating: still expected");
+    handle.owned_changed(&terminating);
+    assert!(within("reconcile", rx.recv()).await.unwrap(), "terminating counts as observed");
+    handle.owned_changed(&terminating);
+    assert!(within("reconcile", rx.recv()).await.unwrap());
+    assert_eq!(handle.stats().expected_deletes, 0, "seen twice, lowered once");
+    handle.shutdown();
+    within("shutdown", run).await.unwrap().unwrap();
+}
+
+// ------------------------------------------------------------------ write outcomes
+
+#[tokio::test(start_paused = true)]
+async fn writes_are_counted_by_outcome_and_a_create_of_an_existing_object_is_already_exists() {
+    let cluster = MemoryCluster::<Pod>::new(Arc::new(Mutex::new(0)));
+    cluster.insert(pod("ns", "web-0", Some(("StatefulSet", "web"))));
+    let controller = Controller::<StatefulSet>::new("sts")
+        .owns_cache::<Pod>(LaggingCache::<Pod>::new("pods"))
+        .config(Config::default().read_your_writes(false).workers(1));
+    let mut registry = Registry::default();
+    controller.register_metrics(&mut registry);
+    let handle = controller.handle();
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let reconcile = move |ctx: Context<StatefulSet>, d: Arc<(Arc<MemoryCluster<Pod>>, _)>| async move {
+        let (cluster, done): &(_, mpsc::UnboundedSender<()>) = &d;
+        let pods = ctx.track(cluster.scoped(Some("ns")));
+        let web = |name: &str| pod("ns", name, Some(("StatefulSet", "web")));
+        let pp = PostParams::default();
+        let exists = pods.create(&pp, &web("web-0")).await.unwrap_err();
+        assert!(matches!(exists, kube::Error::Api(s) if s.code == 409));
+        pods.create(&pp, &web("web-1")).await?;
+        assert!(pods.delete("web-9", &DeleteParams::default()).await.is_err());
+        cluster.fail_next(1);
+        assert!(pods.create(&pp, &web("web-2")).await.is_err());
+        pods.delete("web-1", &DeleteParams::default()).await?;
+        done.send(()).unwrap();
+        Ok::<_, Error>(Action::await_change())
+    };
+    let run = tokio::spawn(controller.run(reconcile, backoff_on_error, Arc::new((cluster, tx))));
+    handle.enqueue(key("ns/web"));
+    within("reconcile", rx.recv()).await.unwrap();
+    let stats = handle.stats();
+    assert_eq!(
+        (stats.created, stats.deleted, stats.writes),
+        (1, 1, 2),
+        "successful writes: {stats:?}"
+    );
+    assert_eq!(
+        (stats.already_exists, stats.not_found, stats.write_errors, stats.write_conflicts),
+        (1, 1, 1, 0),
+        "failed writes: {stats:?}"
+    );
+    let text = snapinformer_core::metrics::encode_text(&registry).unwrap();
+    for line in [
+        "snapinformer_controller_writes_total{controller=\"sts\",verb=\"create\",outcome=\"already_exists\"} 1",
+        "snapinformer_controller_writes_total{controller=\"sts\",verb=\"create\",outcome=\"success\"} 1",
+        "snapinformer_controller_writes_total{controller=\"sts\",verb=\"create\",outcome=\"error\"} 1",
+        "snapinformer_controller_writes_total{controller=\"sts\",verb=\"delete\",outcome=\"not_found\"} 1",
+        "snapinformer_controller_writes_total{controller=\"sts\",verb=\"delete\",outcome=\"success\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
+    }
     handle.shutdown();
     within("shutdown", run).await.unwrap().unwrap();
 }
@@ -596,6 +687,50 @@ async fn shutdown_cancels_reconciles_still_running_after_its_timeout() {
     let stopped = within("shutdown", run).await.unwrap().unwrap();
     assert_eq!(stopped, Stopped { drained: false, cancelled: 1 });
     assert_eq!(t0.elapsed(), Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_run_returns_no_reconcile_code_runs_any_more() {
+    // A reconcile blocked in a synchronous step (a long read, a lock) when the shutdown
+    // timeout passes: `run` returns only once that step is over, so the controller's writes
+    // are over when it returns. Real time: the step blocks a thread.
+    let controller = Controller::<StatefulSet>::new("sts")
+        .config(Config::default().workers(1).shutdown_timeout(Duration::from_millis(10)));
+    let handle = controller.handle();
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    type D = (
+        Mutex<std::sync::mpsc::Sender<()>>,
+        Mutex<std::sync::mpsc::Receiver<()>>,
+        Arc<std::sync::atomic::AtomicBool>,
+    );
+    let data: Arc<D> = Arc::new((Mutex::new(started_tx), Mutex::new(release_rx), finished.clone()));
+    let reconcile = |_ctx: Context<StatefulSet>, d: Arc<D>| async move {
+        lock(&d.0).send(()).unwrap();
+        let _ = lock(&d.1).recv_timeout(Duration::from_secs(20));
+        d.2.store(true, Ordering::SeqCst);
+        Ok::<_, Error>(Action::await_change())
+    };
+    handle.enqueue(key("ns/web"));
+    let run = tokio::spawn(controller.run(reconcile, backoff_on_error, data));
+    within("reconcile starts", async {
+        tokio::task::spawn_blocking(move || started_rx.recv_timeout(Duration::from_secs(20)))
+            .await
+            .unwrap()
+            .unwrap()
+    })
+    .await;
+    handle.shutdown();
+    let releaser = std::thread::spawn(move || {
+        // Well after the shutdown timeout.
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = release_tx.send(());
+    });
+    let stopped = within("shutdown", run).await.unwrap().unwrap();
+    assert!(!stopped.drained, "the shutdown timeout passed first");
+    assert!(finished.load(Ordering::SeqCst), "run returned while the reconcile was still running");
+    releaser.join().unwrap();
 }
 
 #[tokio::test(start_paused = true)]

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Pod;
 use snapinformer_sim::{
     pods::{self, NAMESPACE, Shape},
     rows::{CacheKind, CacheWriter},
-    scenarios::store::updates,
+    scenarios::store::{InProcessRow, updates},
 };
 
 fn populated(kind: CacheKind, objects: usize) -> (Box<dyn CacheWriter>, Shape) {
@@ -47,7 +47,7 @@ fn apply(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     rv += 1000;
-                    updates(kind, &shape, 1000, rv, rv)
+                    updates(InProcessRow::Cache(kind), &shape, 1000, rv, rv)
                 },
                 |batch| store.apply_objects(batch, &mut |_, _| {}),
                 criterion::BatchSize::PerIteration,

@@ -2,7 +2,8 @@
 //!
 //! - [`rows`]: the caches under test, ours and the baselines (a client-go-style locked store in
 //!   its variants, kube-rs' reflector store), behind one interface: the one list of rows.
-//! - [`scenarios`]: `store`, `seed`, `informer` and `soak`, each with its arguments, run and
+//! - [`scenarios`]: `store`, `seed`, `informer`, `soak` and `kcm` (the real
+//!   kube-controller-manager against the test API server), each with its arguments, run and
 //!   report.
 //! - [`harness`]: what the scenarios share: heap and RSS sampling, placement, worker
 //!   processes, repeated runs and their aggregation, statistics, plots.

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use snapinformer_sim::{
     harness::heap::HeapMeter,
-    scenarios::{informer, seed, soak, store},
+    scenarios::{informer, kcm, seed, soak, store},
 };
 
 /// Every row runs on mimalloc, counted by `cap`. Copy-on-write allocates and frees many small
@@ -55,6 +55,9 @@ enum Cmd {
     Seed(seed::command::SeedArgs),
     /// Pod churn with watch faults for a long time, then checks cache, handlers and heap.
     Soak(soak::SoakArgs),
+    /// The real kube-controller-manager (StatefulSet and DaemonSet controllers) against the
+    /// test API server at the field report's scale, counted from the server side.
+    Kcm(kcm::KcmArgs),
 }
 
 fn main() {
@@ -64,6 +67,7 @@ fn main() {
         Cmd::Informer(args) => informer::main(&args),
         Cmd::Seed(args) => seed::command::main(&args, &GlobalHeap, ALLOCATOR),
         Cmd::Soak(args) => soak::main(&args, &GlobalHeap),
+        Cmd::Kcm(args) => kcm::main(&args),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -396,3 +396,78 @@ pub fn update_plan(shape: &Shape, count: usize, seed: u64) -> Vec<(usize, usize)
         })
         .collect()
 }
+
+/// A digest of the workload a row applied, so that the parent can check that every row of a run
+/// got the same one: FNV-1a (64 bits, not for security) over one line
+/// `"<phase> <namespace>/<name> <resourceVersion> <nodeName>\n"` per pod, in the order applied.
+/// The Go worker (`baselines/client-go`) computes the same function over its pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadDigest(u64);
+
+impl Default for WorkloadDigest {
+    fn default() -> Self {
+        WorkloadDigest(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl WorkloadDigest {
+    fn write(&mut self, s: &str) {
+        for b in s.bytes() {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    /// Adds the pods of one phase, in the order they are applied.
+    pub fn add(&mut self, phase: &str, pods: &[Arc<Pod>]) {
+        for p in pods {
+            let m = &p.metadata;
+            self.add_fields(
+                phase,
+                m.namespace.as_deref().unwrap_or_default(),
+                m.name.as_deref().unwrap_or_default(),
+                m.resource_version.as_deref().unwrap_or_default(),
+                pod_node(p).unwrap_or_default(),
+            );
+        }
+    }
+
+    /// Adds one pod of `phase` by the fields the digest covers (for pods in another form).
+    pub fn add_fields(&mut self, phase: &str, namespace: &str, name: &str, rv: &str, node: &str) {
+        for part in [phase, " ", namespace, "/", name, " ", rv, " ", node, "\n"] {
+            self.write(part);
+        }
+    }
+
+    /// The digest as 16 hex digits.
+    pub fn hex(&self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use super::*;
+
+    #[test]
+    fn the_workload_digest_depends_on_phase_order_and_every_keyed_field() {
+        let shape = Shape::for_objects(100, 10).with_profile(PodProfile::Small);
+        let a = updates(&shape, 20, 101, 7);
+        let b = updates(&shape, 20, 101, 11);
+        let digest = |parts: &[(&str, &[Arc<Pod>])]| {
+            let mut d = WorkloadDigest::default();
+            for (phase, pods) in parts {
+                d.add(phase, pods);
+            }
+            d.hex()
+        };
+        let base = digest(&[("x", &a), ("y", &b)]);
+        assert_eq!(base.len(), 16);
+        assert_eq!(base, digest(&[("x", &a), ("y", &b)]), "deterministic");
+        assert_ne!(base, digest(&[("y", &b), ("x", &a)]), "phase order counts");
+        assert_ne!(base, digest(&[("x", &a), ("z", &b)]), "phase names count");
+        assert_ne!(base, digest(&[("x", &b), ("y", &a)]), "the pods count");
+        // The FNV-1a reference value of the empty input.
+        assert_eq!(WorkloadDigest::default().hex(), "cbf29ce484222325");
+    }
+}

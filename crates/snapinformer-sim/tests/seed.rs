@@ -1,23 +1,25 @@
 //! The `seed` scenario's controllers and pipelines, at a small scale.
+//!
+//! The controllers run on the controller runtime: tests that drive them over an idle cache
+//! (nothing feeds it, as a cache that has fallen behind) run on a paused clock, so that
+//! read-your-writes waits, backoff and timeouts are exact and free.
 
-use std::{
-    sync::{Arc, atomic::Ordering},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_core::{Queue, RealFifo};
+use snapinformer_runtime::{Handle, ObjectKey, VersionedCache, VisibleVersion};
 use snapinformer_sim::{
     harness::{heap::NoHeap, placement::Placement},
     pods::{self, PodProfile},
     rows::{CacheKind, CacheWriter, SimChange},
     scenarios::seed::{
         self, Mode, Row, SeedParams,
-        cache::{Classifier, PodCache, SeedCache, VisibleVersion, Wiring},
+        cache::{Classifier, SeedCache, Wiring},
         cluster::{InprocCluster, StreamPriority},
         controllers::{
-            ControllerConfig, Controllers, DaemonListMode, DaemonSpec, PodManagement, Queues,
-            SetListMode, SetSpec, slow_start_batch,
+            ControllerConfig, Controllers, DaemonListMode, DaemonSpec, PodManagement, Running,
+            SetListMode, SetSpec,
         },
         pipeline::{HarnessCache, harness_pod_cache},
         slots::SlotLog,
@@ -79,133 +81,224 @@ fn config(read_your_writes: bool, set_list: SetListMode) -> ControllerConfig {
     }
 }
 
-fn queues() -> Queues {
-    Queues::new("kube-system/kube-proxy".into())
-}
+const WEB_0: &str = "default/web-0";
+const DAEMON: &str = "kube-system/kube-proxy";
 
-/// A cluster whose watch delivers nothing (no stream thread): the cache stays empty, as a
-/// cache that has fallen behind does.
+/// A cluster whose watch delivers nothing (no stream thread).
 fn frozen_cluster() -> Arc<InprocCluster> {
     let queue: Arc<dyn Queue<Pod>> =
         Arc::new(RealFifo::without_known_objects(pods::access::<Pod>()));
     Arc::new(InprocCluster::new(queue, Arc::new(SlotLog::new()), Duration::ZERO))
 }
 
-/// A cache of `kind` that nothing feeds, read as the controllers read a harness cache.
-fn idle_cache(kind: CacheKind) -> (Box<dyn CacheWriter>, Arc<dyn PodCache>, Arc<VisibleVersion>) {
-    let store = kind.build();
-    let visible = Arc::new(VisibleVersion::default());
-    let cache = harness_pod_cache(store.reader(), visible.clone());
-    (store, cache, visible)
+/// The controllers over an idle cache (of `kind`; its visible version moves only when the
+/// test says) and a frozen cluster, running on the current runtime.
+struct Bench {
+    store: Box<dyn CacheWriter>,
+    visible: Arc<VisibleVersion>,
+    cluster: Arc<InprocCluster>,
+    running: Running,
 }
 
-#[test]
-fn slow_start_batch_stops_after_the_first_batch_with_a_failure() {
-    let mut calls = Vec::new();
-    let (ok, err) = slow_start_batch(10, 1, None, |i| {
-        calls.push(i);
-        if i == 4 { Err(i) } else { Ok(()) }
-    });
-    // Batches [0], [1, 2], [3, 4, 5, 6]: the whole failed batch runs, nothing after it.
-    assert_eq!(calls, (0..=6).collect::<Vec<_>>());
-    assert_eq!((ok, err), (6, Some(4)));
-    let (ok, err) = slow_start_batch(1200, 1, Some(500), |_| Ok::<(), ()>(()));
-    assert_eq!((ok, err), (1200, None));
-}
-
-#[test]
-fn slow_start_batch_doubles_up_to_its_cap() {
-    // A failure at index i stops after the batch containing i: the last call made is that
-    // batch's end.
-    let end_of_batch_with = |i: usize, cap: Option<usize>| {
-        let mut last = 0;
-        slow_start_batch(5000, 1, cap, |j| {
-            last = j;
-            if j == i { Err(()) } else { Ok(()) }
-        });
-        last
-    };
-    assert_eq!(end_of_batch_with(0, Some(500)), 0);
-    assert_eq!(end_of_batch_with(2, Some(500)), 2);
-    assert_eq!(end_of_batch_with(3, Some(500)), 6);
-    // 1 + 2 + ... + 256 = 511 ordinals, then batches of 500.
-    assert_eq!(end_of_batch_with(511, Some(500)), 1010);
-    assert_eq!(end_of_batch_with(511, None), 1022);
-}
-
-#[test]
-fn a_stale_cache_makes_the_statefulset_controller_get_a_409_and_stop_at_that_batch() {
-    for list in [SetListMode::Namespace, SetListMode::OwnerIndex] {
-        let (_store, cache, _visible) = idle_cache(CacheKind::Locked);
+impl Bench {
+    fn start(kind: CacheKind, cfg: ControllerConfig, sets: Vec<SetSpec>, ds: DaemonSpec) -> Self {
+        let store = kind.build();
+        let visible = Arc::new(VisibleVersion::new("pods"));
+        let Controllers { sets: s, daemons: d } = Controllers::new(&cfg);
+        let controllers = Controllers {
+            sets: s.owns_cache::<Pod>(visible.clone()),
+            daemons: d.owns_cache::<Pod>(visible.clone()),
+        };
         let cluster = frozen_cluster();
-        let c =
-            Controllers::new(config(false, list), sets(1, 5), daemon(2), cluster.clone(), queues());
-        assert!(c.sync(&*cache, "default/web-0"));
-        assert_eq!(c.counters.set_creates.load(Ordering::Relaxed), 5);
-        assert_eq!(cluster.pod_count(), 5);
-        // The cache has not seen the creates: the next sync creates ordinal 0 again, gets a 409
-        // in its first batch, and stops there (client-go's slowStartBatch).
-        assert!(!c.sync(&*cache, "default/web-0"), "the sync failed");
-        assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 1, "{list:?}");
-        assert_eq!(c.counters.set_creates.load(Ordering::Relaxed), 5);
-        assert_eq!(cluster.pod_count(), 5);
+        let pod_cache = harness_pod_cache(store.reader());
+        let running = controllers.spawn(cfg, sets, ds, cluster.clone(), pod_cache);
+        Bench { store, visible, cluster, running }
+    }
+
+    /// Makes the cache show the cluster as it is (every pod `Running` if `running`), and its
+    /// visible version the cluster's; tells the controllers, as a pipeline's handler would.
+    fn show_cluster(&mut self, running: bool) {
+        let pods: Vec<Arc<Pod>> = self
+            .cluster
+            .pods()
+            .into_iter()
+            .map(|p| {
+                let mut p = Pod::clone(&p);
+                if running {
+                    p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+                }
+                Arc::new(p)
+            })
+            .collect();
+        self.store
+            .apply_changes(pods.iter().cloned().map(SimChange::Upsert).collect(), &mut |_, _| {});
+        self.visible.advance(self.cluster.resource_version());
+        for pod in &pods {
+            self.running.sets().owned_added(&**pod);
+            self.running.daemons().owned_added(&**pod);
+        }
+    }
+
+    async fn stop(mut self) {
+        within("stop", self.running.stop()).await.unwrap();
     }
 }
 
-#[test]
-fn read_your_writes_defers_a_sync_until_the_cache_includes_the_last_write() {
-    let (_store, cache, visible) = idle_cache(CacheKind::Snapshot);
-    let cluster = frozen_cluster();
-    let c = Controllers::new(
+/// Fails the test if `fut` does not finish within 60 s (of the paused clock, or real time).
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within 60 s"))
+}
+
+/// Queues `key` again and waits for the reconcile it causes.
+async fn reconcile_again<P>(handle: &Handle<P>, key: &str) {
+    let s = handle.stats();
+    handle.enqueue(ObjectKey::parse(key));
+    reconciled(handle, s.successes + s.errors + s.panics + 1).await;
+}
+
+/// Waits until the controller behind `handle` has finished `n` reconciles.
+async fn reconciled<P>(handle: &Handle<P>, n: u64) {
+    within("reconciles", async {
+        loop {
+            let s = handle.stats();
+            if s.successes + s.errors + s.panics >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_cache_makes_the_statefulset_controller_get_a_409_and_stop_at_that_batch() {
+    for list in [SetListMode::Namespace, SetListMode::OwnerIndex] {
+        let b = Bench::start(CacheKind::Locked, config(false, list), sets(1, 5), daemon(2));
+        let h = b.running.sets().clone();
+        reconciled(&h, 1).await;
+        assert_eq!(h.stats().created, 5, "{list:?}");
+        // The cache has not seen the creates: the next sync creates ordinal 0 again, gets a 409
+        // in its first batch, and stops there (client-go's slowStartBatch); the sync fails and
+        // is backed off.
+        h.enqueue(ObjectKey::parse(WEB_0));
+        within("a failed sync", async {
+            while h.stats().errors == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        let stats = h.stats();
+        assert_eq!(stats.already_exists, stats.errors, "one 409 per failed sync: {stats:?}");
+        assert_eq!(stats.created, 5, "{list:?}");
+        assert_eq!(b.running.conflicts_409(), stats.already_exists);
+        assert_eq!(b.cluster.pod_count(), 5 + 2, "{list:?}: the set's and the daemon's");
+        b.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_read_your_writes_a_reconcile_waits_until_the_cache_shows_its_last_write() {
+    let mut b = Bench::start(
+        CacheKind::Snapshot,
         config(true, SetListMode::OwnerIndex),
         sets(1, 5),
-        daemon(2),
-        cluster.clone(),
-        queues(),
+        daemon(1),
     );
-    assert!(c.sync(&*cache, "default/web-0"));
-    assert!(c.sync(&*cache, "default/web-0"));
-    assert_eq!(c.counters.set_creates.load(Ordering::Relaxed), 5);
-    assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 0);
-    assert_eq!(c.counters.ryw_deferrals.load(Ordering::Relaxed), 1);
-    assert!(!visible.wait_for(1, Duration::from_millis(1)), "nothing is visible yet");
+    let h = b.running.sets().clone();
+    reconciled(&h, 1).await;
+    assert_eq!(h.stats().created, 5);
+    h.enqueue(ObjectKey::parse(WEB_0));
+    // The reconcile waits for the cache (its timeout is 5 s); meanwhile the cache catches up.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(h.stats().successes, 1, "still waiting");
+    b.show_cluster(false);
+    reconciled(&h, 2).await;
+    let stats = h.stats();
+    assert_eq!((stats.ryw_waits, stats.ryw_timeouts), (1, 0), "{stats:?}");
+    assert_eq!((stats.created, stats.already_exists), (5, 0), "{stats:?}");
+    assert_eq!(
+        b.running.counters.expectation_deferrals.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    b.stop().await;
 }
 
-#[test]
-fn a_stale_cache_makes_the_daemonset_controller_create_a_second_pod_per_node() {
+#[tokio::test(start_paused = true)]
+async fn when_the_read_your_writes_wait_times_out_expectations_still_prevent_a_second_create() {
+    let b = Bench::start(
+        CacheKind::Locked,
+        config(true, SetListMode::Namespace),
+        sets(1, 5),
+        daemon(1),
+    );
+    let h = b.running.sets().clone();
+    reconciled(&h, 1).await;
+    reconcile_again(&h, WEB_0).await;
+    let stats = h.stats();
+    assert_eq!((stats.ryw_waits, stats.ryw_timeouts), (1, 1), "the cache never caught up");
+    assert_eq!((stats.created, stats.already_exists), (5, 0), "{stats:?}");
+    assert_eq!(
+        b.running.counters.expectation_deferrals.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "the five creates are still expected"
+    );
+    assert_eq!(b.visible.visible_version(), None);
+    b.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_cache_makes_the_daemonset_controller_create_a_second_pod_per_node() {
     for daemon_list in [DaemonListMode::OwnerIndex, DaemonListMode::NodeIndex] {
-        let (_store, cache, _visible) = idle_cache(CacheKind::Snapshot);
-        let cluster = frozen_cluster();
         let mut cfg = config(false, SetListMode::Namespace);
         cfg.daemon_list = daemon_list;
-        let c = Controllers::new(cfg, sets(1, 1), daemon(3), cluster.clone(), queues());
-        assert!(c.sync(&*cache, "kube-system/kube-proxy"));
-        assert!(c.sync(&*cache, "kube-system/kube-proxy"));
-        assert_eq!(c.counters.daemon_creates.load(Ordering::Relaxed), 6, "{daemon_list:?}");
-        assert_eq!(c.duplicate_daemon_pods(), 3);
+        let b = Bench::start(CacheKind::Snapshot, cfg, sets(1, 1), daemon(3));
+        let h = b.running.daemons().clone();
+        reconciled(&h, 1).await;
+        reconcile_again(&h, DAEMON).await;
+        assert_eq!(h.stats().created, 6, "{daemon_list:?}");
+        assert_eq!(b.running.duplicate_daemon_pods(), 3);
+        b.stop().await;
     }
 }
 
-#[test]
-fn the_daemonset_controller_deletes_extra_pods_it_sees_on_a_node() {
-    let (mut store, cache, _visible) = idle_cache(CacheKind::Snapshot);
-    let cluster = frozen_cluster();
-    let c = Controllers::new(
+#[tokio::test(start_paused = true)]
+async fn the_daemonset_controller_deletes_extra_pods_it_sees_on_a_node() {
+    let mut b = Bench::start(
+        CacheKind::Snapshot,
         config(false, SetListMode::Namespace),
         sets(1, 1),
         daemon(1),
-        cluster.clone(),
-        queues(),
     );
-    assert!(c.sync(&*cache, "kube-system/kube-proxy"));
-    assert!(c.sync(&*cache, "kube-system/kube-proxy"));
-    assert_eq!(cluster.pod_count(), 2);
+    let h = b.running.daemons().clone();
+    reconciled(&h, 1).await;
+    reconcile_again(&h, DAEMON).await;
+    assert_eq!(b.cluster.pod_count(), 1 + 2, "a set pod and two daemon pods");
     // Now the cache shows both pods of the node: the controller keeps one.
-    let changes = cluster.pods().into_iter().map(SimChange::Upsert).collect();
-    store.apply_changes(changes, &mut |_, _| {});
-    assert!(c.sync(&*cache, "kube-system/kube-proxy"));
-    assert_eq!(c.counters.daemon_deletes.load(Ordering::Relaxed), 1);
-    assert_eq!(cluster.pod_count(), 1);
+    b.show_cluster(false);
+    reconciled(&h, 3).await;
+    assert_eq!(h.stats().deleted, 1);
+    assert_eq!(b.cluster.pod_count(), 1 + 1);
+    b.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn ordered_ready_creates_one_pod_at_a_time_once_the_lower_ordinals_run() {
+    let mut cfg = config(false, SetListMode::OwnerIndex);
+    cfg.policy = PodManagement::OrderedReady;
+    let mut b = Bench::start(CacheKind::Snapshot, cfg, sets(1, 3), daemon(1));
+    let h = b.running.sets().clone();
+    reconciled(&h, 1).await;
+    assert_eq!(h.stats().created, 1, "only ordinal 0");
+    b.show_cluster(false);
+    reconciled(&h, 2).await;
+    assert_eq!(h.stats().created, 1, "ordinal 0 is not running yet");
+    b.show_cluster(true);
+    reconciled(&h, 3).await;
+    assert_eq!(h.stats().created, 2, "ordinal 1 once ordinal 0 runs");
+    assert_eq!(h.stats().already_exists, 0);
+    b.stop().await;
 }
 
 #[test]
@@ -289,57 +382,30 @@ fn rows_parse_from_their_names() {
     assert!(defaults[..4].iter().all(|r| r.read_your_writes), "+ryw rows come first");
 }
 
-#[test]
-fn ordered_ready_creates_one_pod_at_a_time_once_the_lower_ordinals_run() {
-    let (mut store, cache, _visible) = idle_cache(CacheKind::Snapshot);
-    let cluster = frozen_cluster();
-    let mut cfg = config(false, SetListMode::OwnerIndex);
-    cfg.policy = PodManagement::OrderedReady;
-    let c = Controllers::new(cfg, sets(1, 3), daemon(1), cluster.clone(), queues());
-    let show_cluster = |store: &mut Box<dyn CacheWriter>, running: bool| {
-        let changes = cluster
-            .pods()
-            .into_iter()
-            .map(|p| {
-                let mut p = Pod::clone(&p);
-                if running {
-                    p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
-                }
-                SimChange::Upsert(Arc::new(p))
-            })
-            .collect();
-        store.apply_changes(changes, &mut |_, _| {});
-    };
-    assert!(c.sync(&*cache, "default/web-0"));
-    assert_eq!(cluster.pod_count(), 1, "only ordinal 0");
-    show_cluster(&mut store, false);
-    assert!(c.sync(&*cache, "default/web-0"));
-    assert_eq!(cluster.pod_count(), 1, "ordinal 0 is not running yet");
-    show_cluster(&mut store, true);
-    assert!(c.sync(&*cache, "default/web-0"));
-    assert_eq!(cluster.pod_count(), 2, "ordinal 1 once ordinal 0 runs");
-    assert_eq!(c.counters.conflicts_409.load(Ordering::Relaxed), 0);
-}
-
 fn wiring() -> Wiring {
     Wiring {
         classifier: Classifier { nodes: Default::default(), daemon_uid: "ds-uid".into() },
-        notify: Arc::new(queues()),
         slots: Arc::new(SlotLog::new()),
         core: None,
     }
 }
 
+/// Whether the harness cache's readers see `rv` within 20 s.
+fn shows(cache: &HarnessCache, rv: u64) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(cache.visible().wait_for_version(rv, Duration::from_secs(20))).is_ok()
+}
+
 #[test]
 fn the_pipeline_makes_a_version_visible_and_reports_the_staleness_of_each_event() {
     let cache = HarnessCache::start(CacheKind::Snapshot, wiring());
-    assert!(!cache.wait_for(5, Duration::from_millis(10)));
+    assert_eq!(cache.visible().visible_version(), None, "nothing queued yet");
     let shape = pods::Shape::for_objects(5, 1).with_profile(PodProfile::Small);
     for pod in pods::initial_pods(&shape) {
         cache.queue().add(pod).unwrap();
     }
     // Resource versions 1..=5: the applier makes 5 visible.
-    assert!(cache.wait_for(5, Duration::from_secs(20)));
+    assert!(shows(&cache, 5));
     let outcome = Box::new(cache).finish(false);
     assert_eq!(outcome.applied, 5);
     assert_eq!(outcome.staleness.from_queue.count(), 5);
@@ -356,13 +422,101 @@ fn a_delete_of_a_pod_only_the_store_knows_still_reaches_every_cache() {
         for pod in &all {
             cache.queue().add(pod.clone()).unwrap();
         }
-        assert!(cache.wait_for(3, Duration::from_secs(20)), "{kind:?}");
+        assert!(shows(&cache, 3), "{kind:?}");
         // Nothing is queued for this key any more: only the store knows it.
         let mut gone = Pod::clone(&all[1]);
         gone.metadata.resource_version = Some("4".into());
         cache.queue().delete(Arc::new(gone)).unwrap();
-        assert!(cache.wait_for(4, Duration::from_secs(20)), "{kind:?}: delete dropped");
+        assert!(shows(&cache, 4), "{kind:?}: delete dropped");
         assert_eq!(cache.reader().list_all().len(), 2, "{kind:?}");
         drop(Box::new(cache).finish(false));
     }
+}
+
+#[test]
+fn the_pipeline_tells_the_attached_controllers_which_owners_pods_changed() {
+    let cache = HarnessCache::start(CacheKind::Locked, wiring());
+    let controllers = cache.attach(Controllers::new(&config(true, SetListMode::Namespace)));
+    let (sets, daemons) = (controllers.sets.handle(), controllers.daemons.handle());
+    let shape = pods::Shape::for_objects(3, 1).with_profile(PodProfile::Small);
+    let all = pods::initial_pods(&shape);
+    for pod in &all {
+        cache.queue().add(pod.clone()).unwrap();
+    }
+    assert!(shows(&cache, 3));
+    // The handler thread follows the visible version: wait for its keys.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while sets.queue().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Three pods of `web-0`: one key, deduplicated by the work queue; none for the daemon set.
+    assert_eq!(sets.queue().get_timeout(Duration::ZERO), Ok(Some(ObjectKey::parse(WEB_0))));
+    assert!(sets.queue().is_empty());
+    assert!(daemons.queue().is_empty());
+    drop(Box::new(cache).finish(false));
+}
+
+#[tokio::test]
+async fn the_cluster_model_answers_pod_writes_as_a_server_does() {
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use snapinformer_runtime::{Deleted, Writes};
+    use snapinformer_sim::scenarios::seed::cluster::Cluster;
+
+    let cluster = frozen_cluster();
+    let pods = cluster.pods("default");
+    let code = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.reason),
+        other => panic!("not an API error: {other}"),
+    };
+    let pp = PostParams::default();
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("web-0".into());
+    let created = pods.create(&pp, &pod).await.unwrap();
+    assert_eq!(created.metadata.resource_version.as_deref(), Some("1"));
+    assert_eq!(created.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(code(pods.create(&pp, &pod).await.unwrap_err()), (409, "AlreadyExists".into()));
+    let mut elsewhere = pod.clone();
+    elsewhere.metadata.namespace = Some("other".into());
+    assert_eq!(code(pods.create(&pp, &elsewhere).await.unwrap_err()).0, 400);
+
+    // A replace on an outdated version conflicts; on the stored one it succeeds, keeping the
+    // status (its own subresource).
+    let mut stale = created.clone();
+    stale.metadata.resource_version = Some("0".into());
+    assert_eq!(
+        code(pods.replace("web-0", &pp, &stale).await.unwrap_err()),
+        (409, "Conflict".into())
+    );
+    let mut labelled = created.clone();
+    labelled.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+    labelled.status = Some(Default::default());
+    let replaced = pods.replace("web-0", &pp, &labelled).await.unwrap();
+    assert_eq!(replaced.metadata.resource_version.as_deref(), Some("2"));
+    assert_eq!(replaced.status, None, "a replace does not write the status");
+    assert_eq!(replaced.metadata.uid, created.metadata.uid);
+
+    let running =
+        serde_json::json!({"status": {"phase": "Running"}, "metadata": {"labels": {"tier": "a"}}});
+    let patched =
+        pods.patch_status("web-0", &PatchParams::default(), &Patch::Merge(&running)).await.unwrap();
+    assert_eq!(patched.status.and_then(|s| s.phase).as_deref(), Some("Running"));
+    assert_eq!(patched.metadata.labels.as_ref().map(|l| l.len()), Some(1), "status only");
+    let patched =
+        pods.patch("web-0", &PatchParams::default(), &Patch::Merge(&running)).await.unwrap();
+    assert_eq!(patched.metadata.labels.map(|l| l.len()), Some(2));
+    assert_eq!(patched.status.and_then(|s| s.phase).as_deref(), Some("Running"), "kept");
+    let apply = Patch::Apply(&running);
+    assert_eq!(
+        code(pods.patch("web-0", &PatchParams::default(), &apply).await.unwrap_err()).0,
+        415
+    );
+
+    let Deleted::Object(gone) = pods.delete("web-0", &DeleteParams::default()).await.unwrap()
+    else {
+        panic!("the model answers a delete with the object");
+    };
+    assert_eq!(gone.metadata.resource_version.as_deref(), Some("5"));
+    assert_eq!(code(pods.delete("web-0", &DeleteParams::default()).await.unwrap_err()).0, 404);
+    assert_eq!(cluster.pod_count(), 0);
+    assert_eq!(cluster.undelivered(), 5, "every write waits for the watch, in order");
 }

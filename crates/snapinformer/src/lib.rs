@@ -92,7 +92,7 @@ pub use snapinformer_kube::{
 };
 pub use snapinformer_runtime::{
     Action, Config as ControllerConfig, Context, Controller, Handle as ControllerHandle, ObjectKey,
-    OnTimeout, ReadYourWrites, Tracked, VersionedCache, Writes, backoff_on_error,
+    OnTimeout, ReadYourWrites, Tracked, VersionedCache, Writes, backoff_on_error, slow_start_batch,
 };
 pub use snapinformer_store::{
     IndexFn, Indexers, Object, ObjectAccess, Reader, Snapshot, StoreBuilder, Writer,

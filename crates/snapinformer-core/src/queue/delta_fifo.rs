@@ -264,6 +264,8 @@ impl<T: Send + Sync + 'static> Logic<T> for DeltaLogic<T> {
             }
             entries += 1;
         }
+        crate::spare::shrink_deque(&mut self.order);
+        crate::spare::shrink_map(&mut self.items);
         (out, entries)
     }
 }

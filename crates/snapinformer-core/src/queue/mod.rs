@@ -681,6 +681,7 @@ where
             st.initial_count = st.initial_count.saturating_sub(st.in_flight.entries);
         }
         st.in_flight.keys.clear();
+        crate::spare::shrink_map(&mut st.in_flight.keys);
         st.in_flight.deltas = 0;
         st.in_flight.entries = 0;
         st.in_flight.oldest = None;

@@ -215,6 +215,7 @@ impl<T: Send + Sync + 'static> Logic<T> for RealLogic<T> {
                 out.push(delta);
             }
             self.relists.pop_front();
+            crate::spare::shrink_deque(&mut self.items);
             let n = out.len();
             return (out, n);
         }
@@ -233,6 +234,7 @@ impl<T: Send + Sync + 'static> Logic<T> for RealLogic<T> {
             let (_, delta) = self.items.pop_front().expect("front exists");
             out.push(delta);
         }
+        crate::spare::shrink_deque(&mut self.items);
         let n = out.len();
         (out, n)
     }

@@ -19,10 +19,9 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use snapinformer_runtime::{
-    Deleted, Handle, ObjectKey, VersionedCache, Writes,
+    Deleted, Handle, ObjectKey, VersionedCache, VisibleVersion, Writes,
     cache::{BoxFuture, Error as CacheError},
 };
-use tokio::sync::watch;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -260,17 +259,15 @@ where
 /// delivered: it lags the cluster for as long as the test wants.
 #[derive(Debug)]
 pub struct LaggingCache<K> {
-    name: String,
     objects: Mutex<BTreeMap<String, Arc<K>>>,
-    version: watch::Sender<u64>,
+    version: VisibleVersion,
 }
 
 impl<K: Resource + Clone + Send + Sync + 'static> LaggingCache<K> {
     pub fn new(name: &str) -> Arc<Self> {
         Arc::new(LaggingCache {
-            name: name.to_owned(),
             objects: Mutex::new(BTreeMap::new()),
-            version: watch::Sender::new(0),
+            version: VisibleVersion::new(name),
         })
     }
 
@@ -288,7 +285,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> LaggingCache<K> {
                 }
             }
         }
-        self.version.send_modify(|v| *v = (*v).max(rv));
+        self.version.advance(rv);
     }
 
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
@@ -300,17 +297,17 @@ impl<K: Resource + Clone + Send + Sync + 'static> LaggingCache<K> {
     }
 
     pub fn version(&self) -> u64 {
-        *self.version.borrow()
+        self.version.visible_version().unwrap_or(0)
     }
 }
 
 impl<K: Send + Sync + 'static> VersionedCache for LaggingCache<K> {
     fn name(&self) -> &str {
-        &self.name
+        self.version.name()
     }
 
     fn visible_version(&self) -> Option<u64> {
-        Some(*self.version.borrow())
+        self.version.visible_version()
     }
 
     fn wait_for_version(
@@ -318,14 +315,7 @@ impl<K: Send + Sync + 'static> VersionedCache for LaggingCache<K> {
         version: u64,
         timeout: Duration,
     ) -> BoxFuture<'_, Result<(), CacheError>> {
-        let mut rx = self.version.subscribe();
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, rx.wait_for(|v| *v >= version)).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(_)) => Err(CacheError::Stopped(self.name.clone())),
-                Err(_) => Err(CacheError::Timeout { cache: self.name.clone(), version, timeout }),
-            }
-        })
+        self.version.wait_for_version(version, timeout)
     }
 }
 

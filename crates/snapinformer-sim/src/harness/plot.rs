@@ -47,7 +47,9 @@ fn register_font() -> Result<()> {
     if ok { Ok(()) } else { Err(PlotError::NoFont) }
 }
 
-const COLORS: [RGBColor; 9] = [
+/// Row colours: distinct for up to twelve rows (a default `store` report has eleven), then
+/// repeated.
+const COLORS: [RGBColor; 12] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0x2c, 0xa0, 0x2c),
     RGBColor(0xd6, 0x27, 0x28),
@@ -57,6 +59,9 @@ const COLORS: [RGBColor; 9] = [
     RGBColor(0xe3, 0x77, 0xc2),
     RGBColor(0x7f, 0x7f, 0x7f),
     RGBColor(0x17, 0xbe, 0xcf),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x00, 0x00, 0x00),
+    RGBColor(0xaa, 0xaa, 0xff),
 ];
 
 fn draw_err(path: &Path, e: impl std::fmt::Display) -> PlotError {

@@ -1,8 +1,9 @@
 //! The caches under test (the report's *rows*): ours and the baselines, behind one interface.
 //!
 //! [`CacheKind`] is the one list of caches the scenarios know; add a row there (a variant, its
-//! name and [`CacheKind::build`]). Rows that run outside this process (the Go `client-go` worker)
-//! are listed by the `store` scenario's row registry, which points at their program.
+//! name and [`CacheKind::build`]). Rows that run outside this process (the Go `client-go` and
+//! `client-go-indexer` rows, [`client_go`]) are listed by the `store` scenario's row registry,
+//! as is the `store` scenario's whole-informer row `snapinformer`.
 //!
 //! - `snapshot`, `snapshot-hamt`: `snapinformer-store` on its chunked (default) and HAMT
 //!   persistent maps. A batch of arrived events is applied and published once; superseded
@@ -32,6 +33,7 @@
 //! decrement) that Go's pointer copy does not pay; the `store` scenario and the criterion
 //! benches measure that cost on its own so that readers can judge it.
 
+pub mod client_go;
 pub mod compact;
 pub mod kube_rs;
 pub mod lock;

@@ -5,9 +5,12 @@
 //! - [`seed`]: the field report reproduced: StatefulSet and DaemonSet controllers on 200,000
 //!   pods, over HTTP and in process;
 //! - [`informer`]: the whole informer fed open loop in process, serving `/metrics`;
-//! - [`soak`]: pod churn with watch faults for a long time, then checks.
+//! - [`soak`]: pod churn with watch faults for a long time, then checks;
+//! - [`kcm`]: the real kube-controller-manager against the test API server at the field
+//!   report's scale, counted from the server side.
 
 pub mod informer;
+pub mod kcm;
 pub mod seed;
 pub mod soak;
 pub mod store;

@@ -1,32 +1,35 @@
 //! What the controllers see of a cache under test, and what the scenario drives.
 //!
-//! - [`PodCache`]: the one small trait the controllers read through (owned results, and
-//!   whether reads include a resource version, for read-your-writes). A controller runtime
-//!   replaces the controllers' own loop without touching how they read.
-//! - [`SeedCache`]: a cache as the scenario drives it: a queue the source feeds, counters, a
-//!   drain, the figures at the end. Two implementations: our rows through the product's public
-//!   informer API ([`super::informer_cache`]), and the baselines through a harness pipeline
-//!   doing the same work ([`super::pipeline`]).
+//! - [`PodCache`]: the one small trait the controllers read through (owned results). Their
+//!   read-your-writes goes through the runtime's [`VersionedCache`] instead: the cache's
+//!   visible resource version and a wait for a later one (our informer's own, or the runtime's
+//!   `VisibleVersion` that the baselines' pipeline advances).
+//! - [`SeedCache`]: a cache as the scenario drives it: a queue the source feeds, counters, the
+//!   controllers attached to it, a drain, the figures at the end. Two implementations: our rows
+//!   through the product's public informer API ([`super::informer_cache`]), and the baselines
+//!   through a harness pipeline doing the same work ([`super::pipeline`]).
 //! - [`Bookkeeper`]: which pods the cache shows Running, per StatefulSet and per node, kept from
-//!   the notifications of what became visible (the applier's, or an informer handler's).
+//!   the notifications of what became visible (an informer handler's, or the pipeline's).
 
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Condvar, Mutex,
+        Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Duration,
 };
 
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_core::Queue;
+use snapinformer_runtime::VersionedCache;
 
-use super::slots::{SlotLog, Staleness};
+use super::{
+    controllers::Controllers,
+    slots::{SlotLog, Staleness},
+};
 use crate::harness::stats::Latency;
 
-/// The controllers' view of the pod cache: the reads they make, with owned results, and the
-/// check read-your-writes needs.
+/// The controllers' reads of the pod cache, with owned results.
 pub trait PodCache: Send + Sync {
     /// The pods of namespace `ns` whose label `key` equals `value` (a lister's namespace list
     /// with a selector).
@@ -35,46 +38,6 @@ pub trait PodCache: Send + Sync {
     fn pods_by_owner(&self, uid: &str) -> Vec<Arc<Pod>>;
     /// The pods bound to `node` (the node-name index; kube-rs filters its full state).
     fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>>;
-    /// Whether reads now include resource version `rv`.
-    fn includes(&self, rv: u64) -> bool;
-}
-
-/// The highest resource version a harness cache's readers can see, and a way to wait for one.
-#[derive(Debug, Default)]
-pub struct VisibleVersion {
-    rv: Mutex<u64>,
-    changed: Condvar,
-}
-
-impl VisibleVersion {
-    /// The highest resource version every reader's next read includes.
-    pub fn current(&self) -> u64 {
-        *self.rv.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether reads now include `rv`.
-    pub fn includes(&self, rv: u64) -> bool {
-        self.current() >= rv
-    }
-
-    /// Waits until reads include `rv`, at most `timeout`; returns whether they do.
-    pub fn wait_for(&self, rv: u64, timeout: Duration) -> bool {
-        let guard = self.rv.lock().unwrap_or_else(|e| e.into_inner());
-        let (guard, _) = self
-            .changed
-            .wait_timeout_while(guard, timeout, |v| *v < rv)
-            .unwrap_or_else(|e| e.into_inner());
-        *guard >= rv
-    }
-
-    /// Records that reads now include `rv` (never goes back).
-    pub fn advance(&self, rv: u64) {
-        let mut guard = self.rv.lock().unwrap_or_else(|e| e.into_inner());
-        if rv > *guard {
-            *guard = rv;
-            self.changed.notify_all();
-        }
-    }
 }
 
 /// Running pods as the cache shows them, for the convergence check.
@@ -109,10 +72,13 @@ pub trait SeedCache: Send + Sync {
     fn queue(&self) -> Arc<dyn Queue<Pod>>;
     /// What the controllers read.
     fn pod_cache(&self) -> Arc<dyn PodCache>;
+    /// The version the controllers' reads include, and a wait for a later one.
+    fn versioned(&self) -> Arc<dyn VersionedCache>;
+    /// Connects the controllers to this cache: it becomes the cache of their owned pods (their
+    /// writes of pods wait for it, its pod events reach them).
+    fn attach(&self, controllers: Controllers) -> Controllers;
     /// Running pods as the cache shows them.
     fn counters(&self) -> &CacheCounters;
-    /// Waits until reads include `rv`, at most `timeout`; returns whether they do.
-    fn wait_for(&self, rv: u64, timeout: Duration) -> bool;
     /// Stops the cache once its queue is drained; returns its figures. With `leak`, the cache's
     /// contents are not freed (a worker process that exits right after).
     fn finish(self: Box<Self>, leak: bool) -> CacheOutcome;
@@ -123,20 +89,10 @@ pub trait SeedCache: Send + Sync {
 pub struct Wiring {
     /// What the bookkeeping tracks of each pod.
     pub classifier: Classifier,
-    /// The controllers' event handler.
-    pub notify: Arc<dyn Notify>,
     /// The scheduled slots of the events the stream delivers (empty over HTTP).
     pub slots: Arc<SlotLog>,
     /// The core the cache's writer is pinned to, if any.
     pub core: Option<core_affinity::CoreId>,
-}
-
-/// Where "this object changed" goes after it became visible (the controllers' event handlers).
-pub trait Notify: Send + Sync {
-    /// A pod owned by the StatefulSet `set` (namespace/name) changed.
-    fn set_pod_changed(&self, set: &str);
-    /// A pod owned by the daemon set changed.
-    fn daemon_pod_changed(&self);
 }
 
 /// What the bookkeeping tracks of a pod: which controller owns it and whether it runs.
@@ -155,33 +111,21 @@ pub struct Classifier {
     pub daemon_uid: String,
 }
 
-/// What a change of one key means for the bookkeeping, computed before it is recorded.
-#[derive(Debug, Clone)]
-pub struct Observation {
-    state: Option<Tracked>,
-    changed: Option<Changed>,
-}
-
-/// Whose pod changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Changed {
-    /// A pod of this StatefulSet (`namespace/name`).
-    Set(String),
-    /// A pod of the daemon set.
-    Daemon,
-}
+/// What a change of one key means for the bookkeeping, computed before it is recorded: the
+/// state the key shows now (`None`: deleted, or not a pod the report tracks).
+#[derive(Debug, Clone, Copy)]
+pub struct Observation(Option<Tracked>);
 
 impl Classifier {
-    fn classify(&self, pod: &Pod) -> Option<(Tracked, Changed)> {
+    fn classify(&self, pod: &Pod) -> Option<Tracked> {
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         let owner =
             pod.metadata.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))?;
         if owner.uid == self.daemon_uid {
             let node = crate::pods::pod_node(pod).and_then(|n| self.nodes.get(n)).copied()?;
-            Some((Tracked::DaemonPod { node, running }, Changed::Daemon))
+            Some(Tracked::DaemonPod { node, running })
         } else if owner.kind == "StatefulSet" {
-            let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-            Some((Tracked::SetPod { running }, Changed::Set(format!("{ns}/{}", owner.name))))
+            Some(Tracked::SetPod { running })
         } else {
             None
         }
@@ -203,42 +147,27 @@ impl Bookkeeper {
         Bookkeeper { classifier, tracked: HashMap::new(), daemon_running: vec![0; nodes], counters }
     }
 
-    /// What it means that a key now shows `now` (`None`: deleted; `deleted` is then its last
-    /// known state, if any). Reads the pods only; [`Bookkeeper::record`] applies it.
-    pub fn classify(&self, now: Option<&Pod>, deleted: Option<&Pod>) -> Observation {
-        match now {
-            Some(pod) => match self.classifier.classify(pod) {
-                Some((state, changed)) => {
-                    Observation { state: Some(state), changed: Some(changed) }
-                }
-                None => Observation { state: None, changed: None },
-            },
-            None => Observation {
-                state: None,
-                changed: deleted.and_then(|p| self.classifier.classify(p)).map(|(_, c)| c),
-            },
-        }
+    /// What it means that a key now shows `now` (`None`: deleted). Reads the pod only;
+    /// [`Bookkeeper::record`] applies it.
+    pub fn classify(&self, now: Option<&Pod>) -> Observation {
+        Observation(now.and_then(|pod| self.classifier.classify(pod)))
     }
 
-    /// Records `obs` for `key`; returns whose pod changed.
-    pub fn record(&mut self, key: &Arc<str>, obs: Observation) -> Option<Changed> {
-        let before = match obs.state {
+    /// Records `obs` for `key`; returns whether the key was tracked before (a tracked pod that
+    /// changed, rather than one that appeared).
+    pub fn record(&mut self, key: &Arc<str>, obs: Observation) -> bool {
+        let before = match obs.0 {
             Some(state) => self.tracked.insert(key.clone(), state),
             None => self.tracked.remove(key),
         };
         self.count(before, false);
-        self.count(obs.state, true);
-        obs.changed
+        self.count(obs.0, true);
+        before.is_some()
     }
 
     /// [`classify`](Self::classify) and [`record`](Self::record) at once.
-    pub fn observe(
-        &mut self,
-        key: &Arc<str>,
-        now: Option<&Pod>,
-        deleted: Option<&Pod>,
-    ) -> Option<Changed> {
-        let obs = self.classify(now, deleted);
+    pub fn observe(&mut self, key: &Arc<str>, now: Option<&Pod>) -> bool {
+        let obs = self.classify(now);
         self.record(key, obs)
     }
 

@@ -1,10 +1,15 @@
-//! Where the controllers write: the test API server over HTTP, or an in-process cluster model.
+//! Where the controllers write: an API server over HTTP, or an in-process cluster model.
 //!
-//! Both answer a create of an existing name with 409 AlreadyExists, which is how a controller
-//! acting on a stale cache finds out.
+//! [`Cluster`] is the seam: pod writes through the runtime's [`Writes`] (so that the runtime
+//! records their versions and expectations), and the StatefulSet status write. Over HTTP the
+//! pod writes are `kube::Api<Pod>` itself, on any client (the test API server's URL, or a
+//! kubeconfig's cluster with its TLS and credentials); in process they go to the cluster model,
+//! whose answers are the server's (409 AlreadyExists on a create of an existing name, 404 on a
+//! missing one), so a controller acting on a stale cache finds out the same way.
 
 use std::{
     collections::{HashMap, VecDeque},
+    future::Future,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -14,35 +19,35 @@ use std::{
 };
 
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{
+    api::{Api, DeleteParams, Patch, PatchParams, PostParams},
+    core::Status,
+};
+use snapinformer_apiserver::{ApiError, patch::PatchType};
 use snapinformer_core::Queue;
+use snapinformer_runtime::{Deleted, Writes};
 
 use super::slots::{Lateness, SlotLog};
 use crate::pods::Rng;
 
-/// Why a write failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    /// 409: an object with that name exists (the cache did not show it).
-    #[error("already exists")]
-    AlreadyExists,
-    /// 404: no such object.
-    #[error("not found")]
-    NotFound,
-    /// Anything else (network, 5xx, 429).
-    #[error("{0}")]
-    Other(String),
-}
+/// Where the controllers write.
+pub trait Cluster: Clone + Send + Sync + 'static {
+    /// The pod writes of one namespace.
+    type Pods: Writes<Pod> + 'static;
 
-/// The writes the controllers make.
-pub trait Cluster: Send + Sync {
-    /// Creates `pod`; returns the resource version of the write.
-    fn create_pod(&self, pod: Pod) -> Result<u64, WriteError>;
-    /// Deletes pod `ns/name`; returns the resource version of the write.
-    fn delete_pod(&self, ns: &str, name: &str) -> Result<u64, WriteError>;
-    /// Writes the status of StatefulSet `ns/name`.
-    fn set_status(&self, ns: &str, name: &str, replicas: i32, ready: i32)
-    -> Result<(), WriteError>;
+    /// The pod writes of `namespace`.
+    fn pods(&self, namespace: &str) -> Self::Pods;
+
+    /// Writes the status of the StatefulSet `namespace/name` (a merge patch of `replicas`,
+    /// `readyReplicas` and `currentReplicas`). Not tracked for read-your-writes: no cache of
+    /// StatefulSets is read back.
+    fn set_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        replicas: i32,
+        ready: i32,
+    ) -> impl Future<Output = kube::Result<()>> + Send;
 }
 
 fn rv_of(pod: &Pod) -> u64 {
@@ -52,58 +57,39 @@ fn rv_of(pod: &Pod) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // Over HTTP
 
-/// The test API server, through the kube client. Controller threads block on a runtime handle.
+/// An API server through the kube client: the test API server, or any cluster a
+/// `kube::Config` reaches.
+#[derive(Clone)]
 pub struct HttpCluster {
-    runtime: tokio::runtime::Handle,
     client: kube::Client,
 }
 
 impl HttpCluster {
-    /// Writes through `client` on `runtime`.
-    pub fn new(runtime: tokio::runtime::Handle, client: kube::Client) -> Self {
-        HttpCluster { runtime, client }
-    }
-}
-
-fn kube_err(e: kube::Error) -> WriteError {
-    match e {
-        kube::Error::Api(status) if status.code == 409 => WriteError::AlreadyExists,
-        kube::Error::Api(status) if status.code == 404 => WriteError::NotFound,
-        other => WriteError::Other(other.to_string()),
+    /// Writes through `client`.
+    pub fn new(client: kube::Client) -> Self {
+        HttpCluster { client }
     }
 }
 
 impl Cluster for HttpCluster {
-    fn create_pod(&self, pod: Pod) -> Result<u64, WriteError> {
-        let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let created =
-            self.runtime.block_on(api.create(&PostParams::default(), &pod)).map_err(kube_err)?;
-        Ok(rv_of(&created))
+    type Pods = Api<Pod>;
+
+    fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
     }
 
-    fn delete_pod(&self, ns: &str, name: &str) -> Result<u64, WriteError> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let deleted =
-            self.runtime.block_on(api.delete(name, &DeleteParams::default())).map_err(kube_err)?;
-        Ok(deleted.left().map(|p| rv_of(&p)).unwrap_or(0))
-    }
-
-    fn set_status(
+    async fn set_status(
         &self,
-        ns: &str,
+        namespace: &str,
         name: &str,
         replicas: i32,
         ready: i32,
-    ) -> Result<(), WriteError> {
-        let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), ns);
+    ) -> kube::Result<()> {
+        let sets: Api<StatefulSet> = Api::namespaced(self.client.clone(), namespace);
         let patch = serde_json::json!({
             "status": { "replicas": replicas, "readyReplicas": ready, "currentReplicas": replicas }
         });
-        self.runtime
-            .block_on(api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)))
-            .map_err(kube_err)?;
-        Ok(())
+        sets.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
     }
 }
 
@@ -449,45 +435,234 @@ fn key_of(ns: &str, name: &str) -> String {
     format!("{ns}/{name}")
 }
 
-impl Cluster for InprocCluster {
-    fn create_pod(&self, mut pod: Pod) -> Result<u64, WriteError> {
-        let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let name = pod.metadata.name.clone().ok_or_else(|| WriteError::Other("no name".into()))?;
-        let key = key_of(&ns, &name);
-        let mut truth = self.truth.lock().expect("truth lock");
-        if truth.pods.contains_key(&key) {
-            return Err(WriteError::AlreadyExists);
-        }
-        truth.rv += 1;
-        let rv = truth.rv;
-        pod.metadata.resource_version = Some(rv.to_string());
-        pod.metadata.uid = Some(format!("pod-{rv}"));
-        let pod = Arc::new(pod);
-        truth.pods.insert(key.clone(), pod.clone());
-        truth.starting.push_back((Instant::now() + self.startup_delay, key));
-        truth.log.push_back(Event::Added(pod));
-        Ok(rv)
-    }
+/// A server's error answer as the kube client returns it.
+fn api_error(e: ApiError) -> kube::Error {
+    kube::Error::Api(Box::new(Status::failure(&e.message, e.reason).with_code(e.code)))
+}
 
-    fn delete_pod(&self, ns: &str, name: &str) -> Result<u64, WriteError> {
-        let mut truth = self.truth.lock().expect("truth lock");
-        let old = truth.pods.remove(&key_of(ns, name)).ok_or(WriteError::NotFound)?;
-        truth.rv += 1;
-        let rv = truth.rv;
-        let mut pod = Pod::clone(&old);
-        pod.metadata.resource_version = Some(rv.to_string());
-        truth.log.push_back(Event::Deleted(Arc::new(pod)));
-        Ok(rv)
-    }
-
-    fn set_status(
+impl InprocCluster {
+    /// Stores a change of the existing pod `namespace/name`: `change` makes the new object from
+    /// the stored one (or refuses); the write gets the next resource version and goes to the
+    /// watch as a modification.
+    fn modify(
         &self,
-        _ns: &str,
+        namespace: &str,
+        name: &str,
+        change: impl FnOnce(&Pod) -> Result<Pod, ApiError>,
+    ) -> kube::Result<Pod> {
+        let key = key_of(namespace, name);
+        let stored = {
+            let mut truth = self.truth.lock().expect("truth lock");
+            let current = truth
+                .pods
+                .get(&key)
+                .ok_or_else(|| api_error(ApiError::not_found("", "pods", name)))?;
+            let mut pod = change(current).map_err(api_error)?;
+            if pod.metadata.name.as_deref() != Some(name) {
+                return Err(api_error(ApiError::bad_request(
+                    "the name of the object does not match the name on the URL",
+                )));
+            }
+            pod.metadata.namespace = Some(namespace.to_owned());
+            pod.metadata.uid.clone_from(&current.metadata.uid);
+            truth.rv += 1;
+            pod.metadata.resource_version = Some(truth.rv.to_string());
+            let pod = Arc::new(pod);
+            truth.pods.insert(key, pod.clone());
+            truth.log.push_back(Event::Modified(pod.clone()));
+            pod
+        };
+        Ok(Pod::clone(&stored))
+    }
+
+    /// `obj` in place of the stored `current`, if its resource version (when it has one) is
+    /// the stored one (optimistic concurrency).
+    fn replacing(current: &Pod, obj: &Pod) -> Result<(), ApiError> {
+        match &obj.metadata.resource_version {
+            Some(rv) if Some(rv) != current.metadata.resource_version.as_ref() => {
+                Err(ApiError::conflict(
+                    "",
+                    "pods",
+                    current.metadata.name.as_deref().unwrap_or_default(),
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The stored `current` with `patch` applied (merge and strategic merge patches; the
+    /// model takes no JSON patch nor server-side apply, and says so as a server does).
+    fn patched<P: serde::Serialize>(current: &Pod, patch: &Patch<P>) -> Result<Pod, ApiError> {
+        let (kind, body) = match patch {
+            Patch::Merge(p) => (PatchType::Merge, serde_json::to_vec(p)),
+            Patch::Strategic(p) => (PatchType::Strategic, serde_json::to_vec(p)),
+            // Server-side apply, and JSON patches (with kube's `jsonpatch` feature).
+            _ => {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    "the cluster model takes merge and strategic merge patches only",
+                ));
+            }
+        };
+        let body = body.map_err(|e| ApiError::bad_request(format!("encoding the patch: {e}")))?;
+        let doc = serde_json::to_value(current)
+            .map_err(|e| ApiError::new(500, "InternalError", e.to_string()))?;
+        let patched = snapinformer_apiserver::patch::apply(kind, &doc, &body)?;
+        serde_json::from_value(patched)
+            .map_err(|e| ApiError::new(422, "Invalid", format!("the patched pod is invalid: {e}")))
+    }
+}
+
+/// The pod writes of one namespace of an [`InprocCluster`]: what `kube::Api<Pod>` does against
+/// a server, answered by the model.
+#[derive(Clone)]
+pub struct InprocPods {
+    cluster: Arc<InprocCluster>,
+    namespace: String,
+}
+
+/// Which part of a pod a write changes: the status is its own subresource.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Everything but the status.
+    Object,
+    /// The status only.
+    Status,
+}
+
+impl InprocPods {
+    /// Writes `part` of the pod `name`: `write` makes the new object from the stored one; the
+    /// other part stays as stored.
+    fn write_part(
+        &self,
+        name: &str,
+        part: Part,
+        write: impl FnOnce(&Pod) -> Result<Pod, ApiError>,
+    ) -> kube::Result<Pod> {
+        self.cluster.modify(&self.namespace, name, |current| {
+            let new = write(current)?;
+            Ok(match part {
+                Part::Object => Pod { status: current.status.clone(), ..new },
+                Part::Status => Pod { status: new.status, ..current.clone() },
+            })
+        })
+    }
+}
+
+impl Writes<Pod> for InprocPods {
+    fn namespace(&self) -> Option<&str> {
+        Some(&self.namespace)
+    }
+
+    /// Stores a copy of `pod` with the next resource version and a UID; the kubelet starts it
+    /// after the startup delay. 409 AlreadyExists if the name is taken.
+    async fn create(&self, _pp: &PostParams, obj: &Pod) -> kube::Result<Pod> {
+        let ns = &self.namespace;
+        if obj.metadata.namespace.as_ref().is_some_and(|n| n != ns) {
+            return Err(api_error(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )));
+        }
+        let Some(name) = obj.metadata.name.as_deref() else {
+            return Err(api_error(ApiError::invalid(
+                "Pod",
+                "",
+                "metadata.name",
+                "name is required",
+            )));
+        };
+        let key = key_of(ns, name);
+        let stored = {
+            let mut truth = self.cluster.truth.lock().expect("truth lock");
+            if truth.pods.contains_key(&key) {
+                return Err(api_error(ApiError::already_exists("", "pods", name)));
+            }
+            truth.rv += 1;
+            let rv = truth.rv;
+            let mut pod = obj.clone();
+            pod.metadata.namespace = Some(ns.clone());
+            pod.metadata.resource_version = Some(rv.to_string());
+            pod.metadata.uid = Some(format!("pod-{rv}"));
+            let pod = Arc::new(pod);
+            truth.pods.insert(key.clone(), pod.clone());
+            truth.starting.push_back((Instant::now() + self.cluster.startup_delay, key));
+            truth.log.push_back(Event::Added(pod.clone()));
+            pod
+        };
+        // The answer is the client's own copy, as a server's response decodes into one.
+        Ok(Pod::clone(&stored))
+    }
+
+    async fn replace(&self, name: &str, _pp: &PostParams, obj: &Pod) -> kube::Result<Pod> {
+        self.write_part(name, Part::Object, |current| {
+            InprocCluster::replacing(current, obj)?;
+            Ok(obj.clone())
+        })
+    }
+
+    async fn replace_status(&self, name: &str, _pp: &PostParams, obj: &Pod) -> kube::Result<Pod> {
+        self.write_part(name, Part::Status, |current| {
+            InprocCluster::replacing(current, obj)?;
+            Ok(obj.clone())
+        })
+    }
+
+    async fn patch<P: serde::Serialize + std::fmt::Debug + Send + Sync>(
+        &self,
+        name: &str,
+        _pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<Pod> {
+        self.write_part(name, Part::Object, |current| InprocCluster::patched(current, patch))
+    }
+
+    async fn patch_status<P: serde::Serialize + std::fmt::Debug + Send + Sync>(
+        &self,
+        name: &str,
+        _pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<Pod> {
+        self.write_part(name, Part::Status, |current| InprocCluster::patched(current, patch))
+    }
+
+    /// Removes the pod at once (no grace period) with the next resource version; the answer
+    /// is its final state at that version.
+    async fn delete(&self, name: &str, _dp: &DeleteParams) -> kube::Result<Deleted<Pod>> {
+        let gone = {
+            let mut truth = self.cluster.truth.lock().expect("truth lock");
+            let old = truth
+                .pods
+                .remove(&key_of(&self.namespace, name))
+                .ok_or_else(|| api_error(ApiError::not_found("", "pods", name)))?;
+            truth.rv += 1;
+            let mut pod = Pod::clone(&old);
+            pod.metadata.resource_version = Some(truth.rv.to_string());
+            let pod = Arc::new(pod);
+            truth.log.push_back(Event::Deleted(pod.clone()));
+            pod
+        };
+        Ok(Deleted::Object(Pod::clone(&gone)))
+    }
+}
+
+impl Cluster for Arc<InprocCluster> {
+    type Pods = InprocPods;
+
+    fn pods(&self, namespace: &str) -> InprocPods {
+        InprocPods { cluster: self.clone(), namespace: namespace.to_owned() }
+    }
+
+    async fn set_status(
+        &self,
+        _namespace: &str,
         _name: &str,
         _replicas: i32,
         _ready: i32,
-    ) -> Result<(), WriteError> {
-        // StatefulSets are not cached in process: nothing watches their status here.
+    ) -> kube::Result<()> {
+        // The model keeps no StatefulSets (nothing reads their status back here): the write
+        // is counted, as the server would take it.
         self.status_writes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -1,95 +1,77 @@
-//! The StatefulSet and DaemonSet controllers of the field report, reading the cache under test
-//! through [`PodCache`].
+//! The StatefulSet and DaemonSet controllers of the field report, as reconcile functions on
+//! the controller runtime (`snapinformer-runtime`), reading the cache under test through
+//! [`PodCache`] and writing through a [`Cluster`].
+//!
+//! Every row runs them the same way: the same runtime, kube-controller-manager's worker counts
+//! (5 StatefulSet, 2 DaemonSet), the runtime's read-your-writes switched on or off for the row
+//! (`+ryw`), the same expectations. Only the cache behind the runtime's
+//! [`VersionedCache`](snapinformer_runtime::VersionedCache)
+//! (our informer, or a baseline's pipeline) and behind [`PodCache`] differs
+//! ([`SeedCache::attach`](super::cache::SeedCache::attach)).
 //!
 //! Both follow client-go 1.37's decision logic, reduced to what matters for the cache:
 //!
 //! - **StatefulSet** (`Parallel`): read the set's pods (by listing the namespace with the set's
 //!   selector, as the controller of the report does, or through the owner-UID index, as 1.37's
-//!   `getPodsForStatefulSet` does), then walk the ordinals in client-go's `slowStartBatch`:
-//!   batches of 1, 2, 4, ... ordinals (at most 500), creating the missing ones, stopping after
-//!   the first batch in which a write failed; the sync then fails and the set is queued again
-//!   with backoff. Ordinals at or above `replicas` are deleted the same way. `OrderedReady`
-//!   creates the first missing ordinal once every lower one runs. A create answered with 409
-//!   AlreadyExists means the cache did not show a pod that exists: a stale-cache conflict.
+//!   `getPodsForStatefulSet` does), then walk the ordinals in client-go's `slowStartBatch`
+//!   (the runtime's [`slow_start_batch`]): concurrent batches of 1, 2, 4, ... ordinals (at most
+//!   500), creating the missing ones, stopping after the first batch in which a write failed;
+//!   the sync then fails and the set is queued again with backoff. Ordinals at or above
+//!   `replicas` are deleted the same way. `OrderedReady` creates the first missing ordinal once
+//!   every lower one runs. A create answered 409 AlreadyExists means the cache did not show a
+//!   pod that exists: a stale-cache conflict, counted by the runtime
+//!   ([`Stats::already_exists`]).
 //! - **DaemonSet**: read the daemon set's pods (through the owner-UID index, as 1.37's
 //!   `getDaemonPods` does, or one node-index lookup per node), group them by node, create the
 //!   daemon pod where a node has none (at most 250 per sync, client-go's `BurstReplicas`, in
-//!   slow-start batches from 1) and delete extras where a node has several. Daemon pods have
-//!   generated names, so a stale cache yields a second pod on a node, not a 409.
+//!   slow-start batches from 1) and delete extras where a node has several (all at once,
+//!   concurrently). Daemon pods have generated names, so a stale cache yields a second pod on a
+//!   node, not a 409: every create beyond one per node is a duplicate.
 //!
-//! Within a batch client-go issues the writes concurrently; here they are issued one after the
-//! other, every write of the batch being made before the batch's failure stops the sync, so the
-//! writes (and 409s) counted are the same.
-//!
-//! With **read-your-writes** on, a controller that wrote (created or deleted) for a key records
-//! the resource version of its last write, and does not act on that key again until the
-//! cache's reads include it (the expectation idea of client-go's controllers, built on the
-//! cache's waitable version instead of counting events); it is available to every row.
+//! With **read-your-writes** on (`+ryw` rows), before a key's reconcile the runtime waits until
+//! the cache shows the versions of that key's last writes (bounded by its timeout, 5 s), and
+//! the reconcile puts itself off while the key's own creates and deletes have not all come back
+//! through the cache (the runtime's expectations, as client-go's DaemonSet controller keeps
+//! them): their events queue the key again. Without it the controllers act on whatever the
+//! cache shows, the setting in which the report saw 409 storms and duplicate pods. (client-go's
+//! DaemonSet controller always checks its expectations; here they go with read-your-writes, so
+//! that the rows without it show what a stale cache does to a controller that does not wait.)
 
 use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
-    thread,
     time::{Duration, Instant},
 };
 
 use k8s_openapi::{
-    api::core::v1::{Container, Pod, PodSpec, PodStatus},
+    api::{
+        apps::v1::{DaemonSet, StatefulSet},
+        core::v1::{Container, Pod, PodSpec, PodStatus},
+    },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
-use snapinformer_core::workqueue::{WorkQueue, WorkQueueConfig, default_controller_rate_limiter};
-
-use super::{
-    cache::{Notify, PodCache},
-    cluster::{Cluster, WriteError},
+use kube::api::{DeleteParams, PostParams};
+use snapinformer_runtime::{
+    Action, Config, Context, Controller, Handle, ObjectKey, ReadYourWrites,
+    SLOW_START_INITIAL_BATCH, Stats, Stopped, backoff_on_error, slow_start_batch,
 };
+use tokio::task::JoinHandle;
+
+use super::{cache::PodCache, cluster::Cluster};
 use crate::{
-    harness::{placement::pin, stats::Latency},
+    harness::stats::Latency,
     pods::{self, PodProfile, Shape},
 };
 
-/// client-go's `SlowStartInitialBatchSize`.
-pub const SLOW_START_INITIAL_BATCH: usize = 1;
 /// The StatefulSet controller's largest slow-start batch (`MaxBatchSize`).
 pub const STATEFULSET_MAX_BATCH: usize = 500;
 /// The DaemonSet controller's most creates (and deletes) per sync (`BurstReplicas`).
 pub const DAEMONSET_BURST_REPLICAS: usize = 250;
-
-/// client-go's `slowStartBatch`: calls `f` on `0..count` in batches of `initial`, then twice
-/// the previous size (at most `max_batch` when given), and stops after the first batch in which
-/// a call failed. Every call of that batch is made. Returns the successful calls and the first
-/// error.
-pub fn slow_start_batch<E>(
-    count: usize,
-    initial: usize,
-    max_batch: Option<usize>,
-    mut f: impl FnMut(usize) -> Result<(), E>,
-) -> (usize, Option<E>) {
-    let cap = max_batch.unwrap_or(usize::MAX).max(1);
-    let (mut next, mut successes) = (0, 0);
-    let mut size = initial.max(1).min(cap);
-    while next < count {
-        let end = (next + size).min(count);
-        let mut first_error = None;
-        for i in next..end {
-            match f(i) {
-                Ok(()) => successes += 1,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        if first_error.is_some() {
-            return (successes, first_error);
-        }
-        next = end;
-        size = (size * 2).min(cap);
-    }
-    (successes, None)
-}
+/// How long a stopping controller lets its running reconciles finish before it cancels them.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How the StatefulSet controller finds a set's pods.
 #[derive(
@@ -149,9 +131,9 @@ pub struct SetSpec {
 }
 
 impl SetSpec {
-    /// `namespace/name`, the work queue key.
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+    /// `namespace/name`, the controller's key.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey::new(Some(&self.namespace), &self.name)
     }
 }
 
@@ -171,7 +153,7 @@ pub struct DaemonSpec {
 /// Controller settings.
 #[derive(Debug, Clone, Copy)]
 pub struct ControllerConfig {
-    /// Read-your-writes on.
+    /// Read-your-writes on (the runtime's, and the expectations check).
     pub read_your_writes: bool,
     /// How sets find their pods.
     pub set_list: SetListMode,
@@ -179,35 +161,24 @@ pub struct ControllerConfig {
     pub daemon_list: DaemonListMode,
     /// Pod management policy.
     pub policy: PodManagement,
-    /// StatefulSet worker threads.
+    /// StatefulSet controller workers.
     pub set_workers: usize,
-    /// DaemonSet worker threads.
+    /// DaemonSet controller workers.
     pub daemon_workers: usize,
     /// Pod profile of created StatefulSet pods.
     pub profile: PodProfile,
 }
 
-/// What the controllers did.
+/// What the controllers count beyond the runtime's [`Stats`].
 #[derive(Debug, Default)]
 pub struct ControllerCounters {
-    /// Creates answered 409 AlreadyExists.
-    pub conflicts_409: AtomicU64,
-    /// StatefulSet pods created.
-    pub set_creates: AtomicU64,
-    /// StatefulSet pods deleted.
-    pub set_deletes: AtomicU64,
-    /// Daemon pods created.
-    pub daemon_creates: AtomicU64,
-    /// Daemon pods deleted as extras.
-    pub daemon_deletes: AtomicU64,
-    /// Writes that failed otherwise.
-    pub write_errors: AtomicU64,
-    /// Syncs run.
+    /// Reconciles that read the cache and acted on it.
     pub syncs: AtomicU64,
-    /// Syncs that failed (a write failed) and were queued again with backoff.
-    pub failed_syncs: AtomicU64,
-    /// Syncs put off because the cache did not yet include the controller's last write.
-    pub ryw_deferrals: AtomicU64,
+    /// Reconciles put off because the key's own creates and deletes had not all come back
+    /// through the cache yet (rows with read-your-writes).
+    pub expectation_deferrals: AtomicU64,
+    /// StatefulSet status writes that failed.
+    pub status_errors: AtomicU64,
 }
 
 /// Cache read latencies seen by the controllers.
@@ -219,70 +190,170 @@ pub struct ReadLatencies {
     pub index: Mutex<Latency>,
 }
 
-/// The controllers' work queues; also the cache's event handler.
-#[derive(Clone)]
-pub struct Queues {
-    /// StatefulSet keys.
-    pub sets: WorkQueue<String>,
-    /// DaemonSet key.
-    pub daemons: WorkQueue<String>,
-    daemon_key: String,
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Queues {
-    /// Queues for the sets and for the daemon set `daemon_key`.
-    pub fn new(daemon_key: String) -> Self {
-        Queues {
-            sets: WorkQueue::new(
-                WorkQueueConfig::new("statefulset")
-                    .rate_limiter(default_controller_rate_limiter::<String>()),
-            ),
-            daemons: WorkQueue::new(
-                WorkQueueConfig::new("daemonset")
-                    .rate_limiter(default_controller_rate_limiter::<String>()),
-            ),
-            daemon_key,
+/// The StatefulSet and DaemonSet controllers of one row, built, not yet running: a cache is
+/// attached to them ([`SeedCache::attach`](super::cache::SeedCache::attach)), then they are
+/// [`spawn`](Controllers::spawn)ed.
+pub struct Controllers {
+    /// The StatefulSet controller.
+    pub sets: Controller<StatefulSet>,
+    /// The DaemonSet controller.
+    pub daemons: Controller<DaemonSet>,
+}
+
+impl Controllers {
+    /// Both controllers with `config`'s workers and read-your-writes, the runtime's defaults
+    /// otherwise.
+    pub fn new(config: &ControllerConfig) -> Self {
+        let runtime = |workers: usize| {
+            Config::default()
+                .workers(workers)
+                .read_your_writes(config.read_your_writes)
+                .shutdown_timeout(SHUTDOWN_TIMEOUT)
+        };
+        Controllers {
+            sets: Controller::new("statefulset").config(runtime(config.set_workers)),
+            daemons: Controller::new("daemonset").config(runtime(config.daemon_workers)),
         }
     }
 
-    /// Stops both queues; workers return once their current item is done.
-    pub fn shut_down(&self) {
-        self.sets.shut_down();
-        self.daemons.shut_down();
+    /// Runs both controllers on the current Tokio runtime over `sets` and `daemon`, reading
+    /// `pods` and writing to `cluster`; every set and the daemon set are queued first (as an
+    /// informer's initial list queues them).
+    pub fn spawn<C: Cluster>(
+        self,
+        config: ControllerConfig,
+        sets: Vec<SetSpec>,
+        daemon: DaemonSpec,
+        cluster: C,
+        pods: Arc<dyn PodCache>,
+    ) -> Running {
+        let replicas = sets.first().map_or(1, |s| s.replicas).max(1);
+        let shape = Shape {
+            owners: sets.len().max(1),
+            per_owner: replicas,
+            nodes: daemon.nodes.len().max(1),
+            profile: config.profile,
+        };
+        let counters = Arc::new(ControllerCounters::default());
+        let reads = Arc::new(ReadLatencies::default());
+        let seed = Arc::new(Seed {
+            config,
+            cluster,
+            pods,
+            sets: sets.into_iter().map(|s| (s.key(), s)).collect(),
+            daemon_key: ObjectKey::new(Some(&daemon.namespace), &daemon.name),
+            daemon,
+            shape,
+            statuses: Mutex::new(HashMap::new()),
+            next_daemon_pod: AtomicU64::new(0),
+            counters: counters.clone(),
+            reads: reads.clone(),
+        });
+        let (set_handle, daemon_handle) = (self.sets.handle(), self.daemons.handle());
+        let mut keys: Vec<&ObjectKey> = seed.sets.keys().collect();
+        keys.sort();
+        for key in keys {
+            set_handle.enqueue(key.clone());
+        }
+        daemon_handle.enqueue(seed.daemon_key.clone());
+        let tasks = vec![
+            tokio::spawn(self.sets.run(reconcile_set::<C>, backoff_on_error, seed.clone())),
+            tokio::spawn(self.daemons.run(reconcile_daemon::<C>, backoff_on_error, seed.clone())),
+        ];
+        Running {
+            sets: set_handle,
+            daemons: daemon_handle,
+            tasks,
+            desired_set_pods: seed.sets.values().map(|s| s.replicas).sum(),
+            nodes: seed.daemon.nodes.len() as u64,
+            counters,
+            reads,
+        }
     }
 }
 
-impl Notify for Queues {
-    fn set_pod_changed(&self, set: &str) {
-        self.sets.add(set.to_owned());
+/// The two controllers running.
+pub struct Running {
+    sets: Handle<StatefulSet>,
+    daemons: Handle<DaemonSet>,
+    tasks: Vec<JoinHandle<snapinformer_runtime::Result<Stopped>>>,
+    desired_set_pods: usize,
+    nodes: u64,
+    /// What the controllers counted beyond the runtime's statistics.
+    pub counters: Arc<ControllerCounters>,
+    /// Cache read latencies.
+    pub reads: Arc<ReadLatencies>,
+}
+
+impl Running {
+    /// The StatefulSet controller's handle.
+    pub fn sets(&self) -> &Handle<StatefulSet> {
+        &self.sets
     }
-    fn daemon_pod_changed(&self) {
-        self.daemons.add(self.daemon_key.clone());
+
+    /// The DaemonSet controller's handle.
+    pub fn daemons(&self) -> &Handle<DaemonSet> {
+        &self.daemons
+    }
+
+    /// Total pods the sets want.
+    pub fn desired_set_pods(&self) -> usize {
+        self.desired_set_pods
+    }
+
+    /// What the StatefulSet controller did (the runtime's count).
+    pub fn set_stats(&self) -> Stats {
+        self.sets.stats()
+    }
+
+    /// What the DaemonSet controller did (the runtime's count).
+    pub fn daemon_stats(&self) -> Stats {
+        self.daemons.stats()
+    }
+
+    /// Creates answered 409 AlreadyExists, both controllers.
+    pub fn conflicts_409(&self) -> u64 {
+        self.set_stats().already_exists + self.daemon_stats().already_exists
+    }
+
+    /// Daemon pods created beyond one per node: each is a second pod on a node.
+    pub fn duplicate_daemon_pods(&self) -> u64 {
+        self.daemon_stats().created.saturating_sub(self.nodes)
+    }
+
+    /// Stops both controllers gracefully and waits for them: when this returns, they write no
+    /// more.
+    pub async fn stop(&mut self) -> Result<(), String> {
+        self.sets.shutdown();
+        self.daemons.shutdown();
+        for task in self.tasks.drain(..) {
+            task.await
+                .map_err(|e| format!("a controller task failed: {e}"))?
+                .map_err(|e| format!("a controller failed: {e}"))?;
+        }
+        Ok(())
     }
 }
 
-/// Everything the workers share.
-pub struct Controllers {
+/// What both controllers' reconciles share.
+struct Seed<C> {
     config: ControllerConfig,
-    sets: HashMap<String, SetSpec>,
+    cluster: C,
+    pods: Arc<dyn PodCache>,
+    sets: HashMap<ObjectKey, SetSpec>,
     daemon: DaemonSpec,
+    daemon_key: ObjectKey,
     shape: Shape,
-    cluster: Arc<dyn Cluster>,
-    queues: Queues,
-    /// Resource version of each key's last write (read-your-writes).
-    expectations: Mutex<HashMap<String, u64>>,
     /// Last status written per set: (replicas, ready).
-    statuses: Mutex<HashMap<String, (i32, i32)>>,
+    statuses: Mutex<HashMap<ObjectKey, (i32, i32)>>,
     next_daemon_pod: AtomicU64,
-    stopping: AtomicBool,
-    /// What the controllers did.
-    pub counters: ControllerCounters,
-    /// Read latencies.
-    pub reads: ReadLatencies,
+    counters: Arc<ControllerCounters>,
+    reads: Arc<ReadLatencies>,
 }
-
-/// How long a deferred key waits before it is tried again even without an event.
-const DEFER_RECHECK: Duration = Duration::from_millis(500);
 
 /// Whether `pod` is controlled by the owner with `uid`.
 fn controlled_by(pod: &Pod, uid: &str) -> bool {
@@ -293,192 +364,137 @@ fn controlled_by(pod: &Pod, uid: &str) -> bool {
         .any(|o| o.uid == uid && o.controller == Some(true))
 }
 
-impl Controllers {
-    /// Controllers over `sets` and `daemon`, writing to `cluster`.
-    pub fn new(
-        config: ControllerConfig,
-        sets: Vec<SetSpec>,
-        daemon: DaemonSpec,
-        cluster: Arc<dyn Cluster>,
-        queues: Queues,
-    ) -> Arc<Self> {
-        let replicas = sets.first().map_or(1, |s| s.replicas).max(1);
-        let shape = Shape {
-            owners: sets.len().max(1),
-            per_owner: replicas,
-            nodes: daemon.nodes.len().max(1),
-            profile: config.profile,
-        };
-        Arc::new(Controllers {
-            config,
-            sets: sets.into_iter().map(|s| (s.key(), s)).collect(),
-            daemon,
-            shape,
-            cluster,
-            queues,
-            expectations: Mutex::new(HashMap::new()),
-            statuses: Mutex::new(HashMap::new()),
-            next_daemon_pod: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
-            counters: ControllerCounters::default(),
-            reads: ReadLatencies::default(),
-        })
-    }
+/// The first error of `results`, if any.
+fn first_error<E>(results: impl IntoIterator<Item = Result<(), E>>) -> Result<(), E> {
+    results.into_iter().collect()
+}
 
-    /// Queues every set and the daemon set, and starts the workers, all reading `cache`
-    /// (pinned to `core` if given).
-    pub fn start(
-        self: &Arc<Self>,
-        cache: Arc<dyn PodCache>,
-        core: Option<core_affinity::CoreId>,
-    ) -> Vec<thread::JoinHandle<()>> {
-        let mut keys: Vec<&String> = self.sets.keys().collect();
-        keys.sort();
-        for key in keys {
-            self.queues.sets.add(key.clone());
+/// One StatefulSet: creates its missing ordinals, deletes the ordinals at or above its
+/// replicas, writes its status. Fails (and is backed off) when a write failed.
+async fn reconcile_set<C: Cluster>(
+    ctx: Context<StatefulSet>,
+    seed: Arc<Seed<C>>,
+) -> Result<Action, kube::Error> {
+    let seed = &*seed;
+    let Some(set) = seed.sets.get(ctx.key()) else { return Ok(Action::await_change()) };
+    if seed.own_writes_pending(&ctx) {
+        return Ok(Action::await_change());
+    }
+    seed.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    let (present, surplus) = seed.set_pods(set);
+    let writes = ctx.track(seed.cluster.pods(&set.namespace));
+    let (present_ref, surplus_ref, writes_ref) = (&present, &surplus, &writes);
+    let create = |ordinal: usize| async move {
+        if present_ref[ordinal].is_some() {
+            return Ok(());
         }
-        self.queues.daemons.add(self.queues.daemon_key.clone());
-        let mut handles = Vec::new();
-        let workers = [("sts", self.config.set_workers), ("ds", self.config.daemon_workers)];
-        for (kind, count) in workers {
-            for i in 0..count {
-                let (this, cache) = (self.clone(), cache.clone());
-                handles.push(
-                    thread::Builder::new()
-                        .name(format!("{kind}-{i}"))
-                        .spawn(move || {
-                            pin(core);
-                            if kind == "sts" {
-                                this.worker(&this.queues.sets, &*cache)
-                            } else {
-                                this.worker(&this.queues.daemons, &*cache)
-                            }
-                        })
-                        .expect("spawn worker"),
-                );
-            }
+        writes_ref.create(&PostParams::default(), &seed.set_pod(set, ordinal)).await.map(drop)
+    };
+    let created = match seed.config.policy {
+        PodManagement::Parallel => slow_start_batch(
+            set.replicas,
+            SLOW_START_INITIAL_BATCH,
+            Some(STATEFULSET_MAX_BATCH),
+            create,
+        )
+        .await
+        .into_result()
+        .map(drop),
+        // The first ordinal that does not run: created if missing, else waited for.
+        PodManagement::OrderedReady => match present.iter().position(|p| *p != Some(true)) {
+            Some(ordinal) if present[ordinal].is_none() => create(ordinal).await,
+            _ => Ok(()),
+        },
+    };
+    let deleted = match created {
+        Err(_) => Ok(()),
+        Ok(()) => slow_start_batch(
+            surplus.len(),
+            SLOW_START_INITIAL_BATCH,
+            Some(STATEFULSET_MAX_BATCH),
+            |i| async move {
+                writes_ref.delete(&surplus_ref[i], &DeleteParams::default()).await.map(drop)
+            },
+        )
+        .await
+        .into_result()
+        .map(drop),
+    };
+    seed.write_status(set, ctx.key(), &present).await;
+    created.and(deleted).map(|()| Action::await_change())
+}
+
+/// The daemon set: a pod on every node that has none, extras deleted where a node has
+/// several. Fails (and is backed off) when a write failed.
+async fn reconcile_daemon<C: Cluster>(
+    ctx: Context<DaemonSet>,
+    seed: Arc<Seed<C>>,
+) -> Result<Action, kube::Error> {
+    let seed = &*seed;
+    if *ctx.key() != seed.daemon_key {
+        return Ok(Action::await_change());
+    }
+    if seed.own_writes_pending(&ctx) {
+        return Ok(Action::await_change());
+    }
+    seed.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    let (needing, extras) = seed.daemon_work();
+    let writes = ctx.track(seed.cluster.pods(&seed.daemon.namespace));
+    let (needing_ref, writes_ref) = (&needing, &writes);
+    let created = slow_start_batch(needing.len(), SLOW_START_INITIAL_BATCH, None, |i| async move {
+        writes_ref.create(&PostParams::default(), &seed.daemon_pod(&needing_ref[i])).await.map(drop)
+    })
+    .await
+    .into_result()
+    .map(drop);
+    // client-go deletes every extra at once, whatever the creates did.
+    let dp = DeleteParams::default();
+    let deleted = first_error(
+        futures::future::join_all(extras.iter().map(|name| writes.delete(name, &dp)))
+            .await
+            .into_iter()
+            .map(|r| r.map(drop)),
+    );
+    created.and(deleted).map(|()| Action::await_change())
+}
+
+impl<C: Cluster> Seed<C> {
+    /// With read-your-writes on, the runtime has waited (up to its timeout) until the cache
+    /// shows this key's last writes; this also puts the sync off while the key's own creates
+    /// and deletes have not all come back through the cache (the runtime's expectations).
+    /// Their events queue the key again.
+    fn own_writes_pending<P>(&self, ctx: &Context<P>) -> bool {
+        if *ctx.read_your_writes() == ReadYourWrites::Off || ctx.expectations_satisfied() {
+            return false;
         }
-        handles
-    }
-
-    /// Makes workers stop writing (a sync in progress returns at its next write).
-    pub fn stop_writing(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-    }
-
-    fn halted(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
-
-    /// Total pods the sets want.
-    pub fn desired_set_pods(&self) -> usize {
-        self.sets.values().map(|s| s.replicas).sum()
-    }
-
-    /// Daemon pods created beyond one per node: each is a second pod on a node.
-    pub fn duplicate_daemon_pods(&self) -> u64 {
-        self.counters
-            .daemon_creates
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.daemon.nodes.len() as u64)
-    }
-
-    /// Runs one sync of work-queue `key` (a set's `namespace/name`, or the daemon set's)
-    /// reading `cache`, outside the workers (for tests). Returns false when the sync failed
-    /// and the key would be queued again with backoff.
-    pub fn sync(&self, cache: &dyn PodCache, key: &str) -> bool {
-        if key == self.queues.daemon_key {
-            self.sync_daemon(cache, key)
-        } else {
-            self.sync_set(cache, key)
-        }
-    }
-
-    fn worker(&self, queue: &WorkQueue<String>, cache: &dyn PodCache) {
-        while let Some(key) = queue.get() {
-            if self.sync(cache, &key) {
-                queue.forget(&key);
-            } else {
-                self.counters.failed_syncs.fetch_add(1, Ordering::Relaxed);
-                queue.add_rate_limited(key.clone());
-            }
-            queue.done(&key);
-        }
-    }
-
-    /// With read-your-writes on: whether the cache includes this key's last write. If not, the
-    /// sync is put off; the event of that write queues the key again once it is visible (and a
-    /// timer does, in case).
-    fn caught_up(&self, cache: &dyn PodCache, key: &str, queue: &WorkQueue<String>) -> bool {
-        if !self.config.read_your_writes {
-            return true;
-        }
-        let expected = self.expectations.lock().expect("expectations lock").get(key).copied();
-        match expected {
-            Some(rv) if !cache.includes(rv) => {
-                self.counters.ryw_deferrals.fetch_add(1, Ordering::Relaxed);
-                queue.add_after(key.to_owned(), DEFER_RECHECK);
-                false
-            }
-            _ => true,
-        }
-    }
-
-    fn expect(&self, key: &str, rv: u64) {
-        if rv > 0 {
-            let mut exp = self.expectations.lock().expect("expectations lock");
-            let slot = exp.entry(key.to_owned()).or_default();
-            *slot = (*slot).max(rv);
-        }
-    }
-
-    /// One write: its resource version, counted; a failure is counted (409s apart).
-    fn write(&self, result: Result<u64, WriteError>) -> Result<u64, WriteError> {
-        match result {
-            Ok(rv) => Ok(rv),
-            Err(WriteError::AlreadyExists) => {
-                self.counters.conflicts_409.fetch_add(1, Ordering::Relaxed);
-                Err(WriteError::AlreadyExists)
-            }
-            Err(WriteError::NotFound) => Err(WriteError::NotFound),
-            Err(WriteError::Other(e)) => {
-                tracing::debug!(error = %e, "write failed");
-                self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
-                Err(WriteError::Other(e))
-            }
-        }
+        self.counters.expectation_deferrals.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// The set's pods as the cache shows them, read as `set_list` says.
-    fn read_set_pods(&self, cache: &dyn PodCache, set: &SetSpec) -> Vec<Arc<Pod>> {
+    fn read_set_pods(&self, set: &SetSpec) -> Vec<Arc<Pod>> {
         let started = Instant::now();
         match self.config.set_list {
             SetListMode::Namespace => {
-                let pods = cache.pods_in_namespace(&set.namespace, "app", &set.name);
-                self.reads.list.lock().expect("latency lock").record(started.elapsed());
+                let pods = self.pods.pods_in_namespace(&set.namespace, "app", &set.name);
+                lock(&self.reads.list).record(started.elapsed());
                 pods
             }
             SetListMode::OwnerIndex => {
-                let pods = cache.pods_by_owner(&set.uid);
-                self.reads.index.lock().expect("latency lock").record(started.elapsed());
+                let pods = self.pods.pods_by_owner(&set.uid);
+                lock(&self.reads.index).record(started.elapsed());
                 pods
             }
         }
     }
 
-    /// Returns false when the sync failed (the set is queued again with backoff).
-    fn sync_set(&self, cache: &dyn PodCache, key: &str) -> bool {
-        let Some(set) = self.sets.get(key) else { return true };
-        if !self.caught_up(cache, key, &self.queues.sets) {
-            return true;
-        }
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        let pods = self.read_set_pods(cache, set);
-        // Ordinals the cache shows: Some(running).
+    /// Per ordinal below `replicas`, whether the cache shows its pod (`Some(running)`); and
+    /// the names of the set's pods at ordinals at or above `replicas`.
+    fn set_pods(&self, set: &SetSpec) -> (Vec<Option<bool>>, Vec<String>) {
         let mut present: Vec<Option<bool>> = vec![None; set.replicas];
         let mut surplus = Vec::new();
         let prefix = format!("{}-", set.name);
-        for pod in pods.iter().filter(|p| controlled_by(p, &set.uid)) {
+        for pod in self.read_set_pods(set).iter().filter(|p| controlled_by(p, &set.uid)) {
             let name = pod.metadata.name.as_deref().unwrap_or_default();
             let Some(ordinal) = name.strip_prefix(&prefix).and_then(|o| o.parse::<usize>().ok())
             else {
@@ -490,82 +506,26 @@ impl Controllers {
                 None => surplus.push(name.to_owned()),
             }
         }
-        drop(pods);
-        let mut last_rv = 0;
-        let mut create = |ordinal: usize| -> Result<(), WriteError> {
-            if present[ordinal].is_some() || self.halted() {
-                return Ok(());
-            }
-            let rv = self.write(self.cluster.create_pod(self.set_pod(set, ordinal)))?;
-            self.counters.set_creates.fetch_add(1, Ordering::Relaxed);
-            last_rv = last_rv.max(rv);
-            Ok(())
-        };
-        let failed = match self.config.policy {
-            PodManagement::Parallel => {
-                slow_start_batch(
-                    set.replicas,
-                    SLOW_START_INITIAL_BATCH,
-                    Some(STATEFULSET_MAX_BATCH),
-                    &mut create,
-                )
-                .1
-            }
-            PodManagement::OrderedReady => {
-                let mut failed = None;
-                for (ordinal, state) in present.iter().enumerate() {
-                    match state {
-                        Some(true) => continue,
-                        Some(false) => break,
-                        None => {
-                            failed = create(ordinal).err();
-                            break;
-                        }
-                    }
-                }
-                failed
-            }
-        }
-        .is_some();
-        let delete_failed = !failed
-            && slow_start_batch(
-                surplus.len(),
-                SLOW_START_INITIAL_BATCH,
-                Some(STATEFULSET_MAX_BATCH),
-                |i| {
-                    if self.halted() {
-                        return Ok(());
-                    }
-                    let rv = self.write(self.cluster.delete_pod(&set.namespace, &surplus[i]))?;
-                    self.counters.set_deletes.fetch_add(1, Ordering::Relaxed);
-                    last_rv = last_rv.max(rv);
-                    Ok::<(), WriteError>(())
-                },
-            )
-            .1
-            .is_some();
-        self.expect(key, last_rv);
-        self.write_status(set, key, &present);
-        !(failed || delete_failed)
+        (present, surplus)
     }
 
     /// Writes the set's status if it changed since the last write.
-    fn write_status(&self, set: &SetSpec, key: &str, present: &[Option<bool>]) {
+    async fn write_status(&self, set: &SetSpec, key: &ObjectKey, present: &[Option<bool>]) {
         let replicas = present.iter().filter(|p| p.is_some()).count() as i32;
         let ready = present.iter().filter(|p| **p == Some(true)).count() as i32;
         let changed =
-            self.statuses.lock().expect("status lock").insert(key.to_owned(), (replicas, ready))
-                != Some((replicas, ready));
+            lock(&self.statuses).insert(key.clone(), (replicas, ready)) != Some((replicas, ready));
         if changed
-            && let Err(e) = self.cluster.set_status(&set.namespace, &set.name, replicas, ready)
+            && let Err(e) =
+                self.cluster.set_status(&set.namespace, &set.name, replicas, ready).await
         {
-            tracing::debug!(error = %e, set = key, "status write failed");
-            self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(error = %e, set = %key, "status write failed");
+            self.counters.status_errors.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// The daemon set's pods by node, read as `daemon_list` says.
-    fn read_daemon_pods(&self, cache: &dyn PodCache) -> HashMap<String, Vec<String>> {
+    fn read_daemon_pods(&self) -> HashMap<String, Vec<String>> {
         let ds = &self.daemon;
         let mut by_node: HashMap<String, Vec<String>> = HashMap::new();
         let mut add = |pods: Vec<Arc<Pod>>| {
@@ -578,15 +538,15 @@ impl Controllers {
         match self.config.daemon_list {
             DaemonListMode::OwnerIndex => {
                 let started = Instant::now();
-                let pods = cache.pods_by_owner(&ds.uid);
-                self.reads.index.lock().expect("latency lock").record(started.elapsed());
+                let pods = self.pods.pods_by_owner(&ds.uid);
+                lock(&self.reads.index).record(started.elapsed());
                 add(pods);
             }
             DaemonListMode::NodeIndex => {
                 for node in &ds.nodes {
                     let started = Instant::now();
-                    let pods = cache.pods_by_node(node);
-                    self.reads.index.lock().expect("latency lock").record(started.elapsed());
+                    let pods = self.pods.pods_by_node(node);
+                    lock(&self.reads.index).record(started.elapsed());
                     add(pods);
                 }
             }
@@ -594,20 +554,16 @@ impl Controllers {
         by_node
     }
 
-    /// Returns false when the sync failed (the daemon set is queued again with backoff).
-    fn sync_daemon(&self, cache: &dyn PodCache, key: &str) -> bool {
-        if !self.caught_up(cache, key, &self.queues.daemons) {
-            return true;
-        }
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        let ds = &self.daemon;
-        let mut by_node = self.read_daemon_pods(cache);
+    /// The nodes that need a daemon pod, and the extra daemon pods to delete (the oldest pod
+    /// of a node stays), at most `BurstReplicas` of each.
+    fn daemon_work(&self) -> (Vec<String>, Vec<String>) {
+        let mut by_node = self.read_daemon_pods();
         let mut needing = Vec::new();
         let mut extras = Vec::new();
-        for node in &ds.nodes {
+        for node in &self.daemon.nodes {
             let mut mine = by_node.remove(node).unwrap_or_default();
             if mine.is_empty() {
-                needing.push(node.as_str());
+                needing.push(node.clone());
             } else if mine.len() > 1 {
                 // Keep the oldest (names are numbered in creation order).
                 mine.sort();
@@ -616,32 +572,7 @@ impl Controllers {
         }
         needing.truncate(DAEMONSET_BURST_REPLICAS);
         extras.truncate(DAEMONSET_BURST_REPLICAS);
-        let mut last_rv = 0;
-        let (_, create_failed) =
-            slow_start_batch(needing.len(), SLOW_START_INITIAL_BATCH, None, |i| {
-                if self.halted() {
-                    return Ok(());
-                }
-                let rv = self.write(self.cluster.create_pod(self.daemon_pod(needing[i])))?;
-                self.counters.daemon_creates.fetch_add(1, Ordering::Relaxed);
-                last_rv = last_rv.max(rv);
-                Ok::<(), WriteError>(())
-            });
-        let mut delete_failed = false;
-        for extra in &extras {
-            if self.halted() {
-                break;
-            }
-            match self.write(self.cluster.delete_pod(&ds.namespace, extra)) {
-                Ok(rv) => {
-                    self.counters.daemon_deletes.fetch_add(1, Ordering::Relaxed);
-                    last_rv = last_rv.max(rv);
-                }
-                Err(_) => delete_failed = true,
-            }
-        }
-        self.expect(key, last_rv);
-        !(create_failed.is_some() || delete_failed)
+        (needing, extras)
     }
 
     /// The pod of `set` with `ordinal`, as the controller creates it (Pending, no version).

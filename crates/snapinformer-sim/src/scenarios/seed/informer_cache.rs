@@ -3,11 +3,14 @@
 //! An [`InformerFactory`] builds the shared pod informer (our store with the pod indexes,
 //! client-go's `RealFIFO`, batches of up to 1000); its processing loop runs on a thread of its
 //! own (the peer of the baselines' applier thread, pinned like it). The source feeds the
-//! informer's queue: the in-process cluster model, or a [`Reflector`] over HTTP. The
-//! controllers' event handler is a registered [`EventHandler`] (bookkeeping, then work-queue
-//! keys); controllers read through the informer's [`Lister`] and snapshots and check their own
-//! writes against the published [`Progress`](snapinformer_core::Progress); the drain at the
-//! end waits with [`Informer::wait_for`]. Staleness comes from the `on_publish` hook.
+//! informer's queue: the in-process cluster model, or a
+//! [`Reflector`](snapinformer_kube::Reflector) over HTTP. The controllers are attached as users
+//! attach them, with the runtime's [`Controller::owns`](snapinformer_runtime::Controller::owns):
+//! each registers its own event handler on the informer, and their read-your-writes waits with
+//! [`Informer::wait_for`] (the informer is their [`VersionedCache`]). They read through the
+//! informer's [`Lister`] and snapshots; the drain at the end waits with `wait_for` too. The
+//! report's bookkeeping (which pods run) is one more registered [`EventHandler`]. Staleness
+//! comes from the `on_publish` hook.
 
 use std::{
     sync::{Arc, Mutex, OnceLock},
@@ -20,12 +23,12 @@ use snapinformer_core::{
     DeltaObject, EventHandler, Informer, InformerBuilder, InformerFactory, Lister, Published,
     Queue, QueueKind, parse_resource_version,
 };
+use snapinformer_runtime::VersionedCache;
 use snapinformer_store::{Backend, Chunked, Hamt, StoreBuilder};
 
 use super::{
-    cache::{
-        Bookkeeper, CacheCounters, CacheOutcome, Changed, Notify, PodCache, SeedCache, Wiring,
-    },
+    cache::{Bookkeeper, CacheCounters, CacheOutcome, PodCache, SeedCache, Wiring},
+    controllers::Controllers,
     pipeline::MAX_BATCH,
     slots::Staleness,
 };
@@ -52,8 +55,6 @@ pub struct InformerCache<B: Backend> {
     /// Stops the processing thread.
     stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
     thread: Mutex<Option<thread::JoinHandle<()>>>,
-    /// Runs `wait_for` (a freshness wait needs a Tokio timer).
-    waiter: tokio::runtime::Runtime,
 }
 
 /// Starts our row `kind` (its store backend and reclamation), connected as `wiring` says.
@@ -72,50 +73,37 @@ pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache
     }))
 }
 
-/// The controllers' event handler: bookkeeping, then the work-queue keys.
-struct ControllerHandler {
-    books: Bookkeeper,
-    notify: Arc<dyn Notify>,
-}
-
-impl ControllerHandler {
-    fn changed(&mut self, key: &Arc<str>, now: Option<&Pod>, deleted: Option<&Pod>) {
-        match self.books.observe(key, now, deleted) {
-            Some(Changed::Set(set)) => self.notify.set_pod_changed(&set),
-            Some(Changed::Daemon) => self.notify.daemon_pod_changed(),
-            None => {}
-        }
-    }
-}
+/// The report's bookkeeping (which pods the cache shows Running), as a registered handler.
+struct BookkeepingHandler(Bookkeeper);
 
 fn key_of(pod: &Pod) -> Option<Arc<str>> {
     access::<Pod>().key(pod).ok().map(Arc::from)
 }
 
-impl EventHandler<Pod> for ControllerHandler {
+impl EventHandler<Pod> for BookkeepingHandler {
     fn on_add(&mut self, obj: &Arc<Pod>, _is_in_initial_list: bool) {
         if let Some(key) = key_of(obj) {
-            self.changed(&key, Some(obj), None);
+            self.0.observe(&key, Some(obj));
         }
     }
     fn on_update(&mut self, _old: &Arc<Pod>, new: &Arc<Pod>) {
         if let Some(key) = key_of(new) {
-            self.changed(&key, Some(new), None);
+            self.0.observe(&key, Some(new));
         }
     }
     fn on_delete(&mut self, obj: &DeltaObject<Pod>) {
-        let (key, last) = match obj {
-            DeltaObject::Object(o) => (key_of(o), Some(&**o)),
-            DeltaObject::Tombstone(t) => (Some(t.key.clone()), t.obj.as_deref()),
+        let key = match obj {
+            DeltaObject::Object(o) => key_of(o),
+            DeltaObject::Tombstone(t) => Some(t.key.clone()),
         };
         if let Some(key) = key {
-            self.changed(&key, None, last);
+            self.0.observe(&key, None);
         }
     }
 }
 
 /// The controllers' reads through the informer: its lister for namespace lists, snapshots'
-/// indexes for lookups, its published progress for read-your-writes.
+/// indexes for lookups.
 struct InformerPodCache<B: Backend> {
     informer: Informer<Pod, B>,
     lister: Lister<Pod, B>,
@@ -131,14 +119,11 @@ impl<B: Backend> PodCache for InformerPodCache<B> {
     fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>> {
         self.informer.snapshot().by_index(NODE_NAME_INDEX, node).expect("the node index exists")
     }
-    fn includes(&self, rv: u64) -> bool {
-        self.informer.progress().includes(rv)
-    }
 }
 
 impl<B: Backend> InformerCache<B> {
     fn start(store: StoreBuilder<Pod, B>, wiring: Wiring) -> Result<Self, String> {
-        let Wiring { classifier, notify, slots, core } = wiring;
+        let Wiring { classifier, slots, core } = wiring;
         let measured = Arc::new(Mutex::new(Measured::default()));
         let queue_cell: Arc<OnceLock<Arc<dyn Queue<Pod>>>> = Arc::new(OnceLock::new());
         let hook = {
@@ -177,11 +162,8 @@ impl<B: Backend> InformerCache<B> {
         informer.register_metrics(&mut registry);
         let counters = Arc::new(CacheCounters::default());
         informer
-            .add_event_handler(ControllerHandler {
-                books: Bookkeeper::new(classifier, counters.clone()),
-                notify,
-            })
-            .map_err(|e| format!("registering the controllers' handler: {e}"))?;
+            .add_event_handler(BookkeepingHandler(Bookkeeper::new(classifier, counters.clone())))
+            .map_err(|e| format!("registering the bookkeeping handler: {e}"))?;
         // The processing loop on a thread of its own, as the baselines' applier.
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -210,10 +192,6 @@ impl<B: Backend> InformerCache<B> {
         started_rx
             .recv_timeout(Duration::from_secs(30))
             .map_err(|_| "the informer thread did not start".to_owned())??;
-        let waiter = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("starting a runtime: {e}"))?;
         Ok(InformerCache {
             informer,
             counters,
@@ -221,7 +199,6 @@ impl<B: Backend> InformerCache<B> {
             registry,
             stop: Mutex::new(Some(stop_tx)),
             thread: Mutex::new(Some(thread)),
-            waiter,
         })
     }
 }
@@ -246,11 +223,17 @@ impl<B: Backend> SeedCache for InformerCache<B> {
             lister: self.informer.lister(),
         })
     }
+    fn versioned(&self) -> Arc<dyn VersionedCache> {
+        Arc::new(self.informer.clone())
+    }
+    fn attach(&self, controllers: Controllers) -> Controllers {
+        Controllers {
+            sets: controllers.sets.owns(&self.informer),
+            daemons: controllers.daemons.owns(&self.informer),
+        }
+    }
     fn counters(&self) -> &CacheCounters {
         &self.counters
-    }
-    fn wait_for(&self, rv: u64, timeout: Duration) -> bool {
-        self.waiter.block_on(self.informer.wait_for(&rv.to_string(), timeout)).is_ok()
     }
     fn finish(self: Box<Self>, leak: bool) -> CacheOutcome {
         // Shutting down applies what is queued, then stops the processing loop.

@@ -13,8 +13,11 @@
 //!   `store` scenario does); staleness counts from each event's scheduled slot ([`slots`]).
 //!
 //! Our rows run through the product's public informer API ([`informer_cache`]); the baselines
-//! through a harness pipeline doing the same work ([`pipeline`]). The controllers read either
-//! through [`cache::PodCache`]. Threads are placed as a controller manager runs them
+//! through a harness pipeline doing the same work ([`pipeline`]). The controllers are reconcile
+//! functions on the controller runtime (`snapinformer-runtime`), the same for every row: they
+//! read either cache through [`cache::PodCache`], wait for their own writes through the
+//! runtime's `VersionedCache` (the informer, or the pipeline's visible version) and write
+//! through a [`cluster::Cluster`]. Threads are placed as a controller manager runs them
 //! (unpinned; [`crate::harness::placement`]), with kube-controller-manager's default worker
 //! counts: 5 StatefulSet workers (`--concurrent-statefulset-syncs`) and 2 DaemonSet workers
 //! (`--concurrent-daemonset-syncs`).
@@ -171,6 +174,19 @@ impl SeedParams {
 pub struct ServerInfo {
     /// Base URL of the test API server.
     pub url: String,
+}
+
+impl ServerInfo {
+    /// The kube client configuration of this server: its URL (no credentials: the test API
+    /// server on loopback), with a read timeout above the watches' 300 s. Everything after
+    /// this in http mode (discovery, the reflector, the controllers' writes) takes any
+    /// `kube::Config`, such as one read from a kubeconfig with its TLS and credentials.
+    pub fn client_config(&self) -> Result<kube::Config, String> {
+        let uri = self.url.parse().map_err(|e| format!("server URL {}: {e}", self.url))?;
+        let mut config = kube::Config::new(uri);
+        config.read_timeout = Some(Duration::from_secs(330));
+        Ok(config)
+    }
 }
 
 /// Starts a test API server for one http row: nodes, sets and the daemon set created, the

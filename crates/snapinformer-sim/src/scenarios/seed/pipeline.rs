@@ -3,8 +3,17 @@
 //! Events enter a [`RealFifo`] (client-go's queue since 1.33, and our informer's default); one
 //! applier thread pops batches of up to 1000 deltas, applies them to the cache under test
 //! (which decides how often it locks), records each delta's staleness, advances the visible
-//! resource version once the cache includes a batch's version, and then tells the controllers
-//! which sets and daemon sets changed (client-go's event handlers, after the store is updated).
+//! resource version once the cache includes a batch's version, and then hands the batch's
+//! notifications to a handler thread (client-go's informer hands them to its listeners'
+//! goroutines; ours to its handlers' threads). The handler thread keeps the report's
+//! bookkeeping and tells the attached controllers, through their runtime handles, which pods
+//! appeared, changed or went away: a pod the bookkeeping did not know is an add (client-go
+//! decides add or update by whether the store had the key), and as the old object is not
+//! looked up, a change is reported without it ([`Handle::owned_changed`]).
+//!
+//! The notifications carry a copy of the part of each pod the handlers read (key, owner
+//! references, deletion timestamp, node, phase), made before the pod moves into the cache, as
+//! kube-rs' store must get it uniquely owned.
 //!
 //! kube-rs has no delta queue: its reflector applies each event from the watch stream to its
 //! store. For the kube-rs row the queue stands for the socket's buffer: a popped batch is
@@ -13,19 +22,18 @@
 //! decoded from the watch).
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, PoisonError, RwLock, mpsc},
     thread,
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use snapinformer_core::{Delta, DeltaObject, Queue, QueueConfig, RealFifo, parse_resource_version};
+use snapinformer_runtime::{Handle, VersionedCache, VisibleVersion};
 
 use super::{
-    cache::{
-        Bookkeeper, CacheCounters, CacheOutcome, Changed, Notify, Observation, PodCache, SeedCache,
-        VisibleVersion, Wiring,
-    },
+    cache::{Bookkeeper, CacheCounters, CacheOutcome, PodCache, SeedCache, Wiring},
+    controllers::Controllers,
     slots::{SlotLog, Staleness},
 };
 use crate::{
@@ -46,43 +54,57 @@ struct Applied {
     staleness: Staleness,
 }
 
+/// A controller's runtime handle, as the handler thread tells it about pods.
+trait OwnedEvents: Send + Sync {
+    fn added(&self, pod: &Pod);
+    fn changed(&self, pod: &Pod);
+    fn deleted(&self, pod: &Pod);
+}
+
+impl<P: 'static> OwnedEvents for Handle<P> {
+    fn added(&self, pod: &Pod) {
+        self.owned_added(pod);
+    }
+    fn changed(&self, pod: &Pod) {
+        self.owned_changed(pod);
+    }
+    fn deleted(&self, pod: &Pod) {
+        self.owned_deleted(pod);
+    }
+}
+
+/// The controllers attached to a pipeline.
+type Attached = Arc<RwLock<Vec<Box<dyn OwnedEvents>>>>;
+
 /// A baseline cache behind the harness pipeline.
 pub struct HarnessCache {
     queue: Arc<RealFifo<Pod>>,
     reader: Arc<dyn CacheReader>,
     visible: Arc<VisibleVersion>,
     counters: Arc<CacheCounters>,
+    attached: Attached,
     applier: Mutex<Option<thread::JoinHandle<Applied>>>,
+    handlers: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 /// The controllers' reads of a baseline cache.
-struct HarnessPodCache {
-    reader: Arc<dyn CacheReader>,
-    visible: Arc<VisibleVersion>,
-}
+struct HarnessPodCache(Arc<dyn CacheReader>);
 
 impl PodCache for HarnessPodCache {
     fn pods_in_namespace(&self, ns: &str, key: &str, value: &str) -> Vec<Arc<Pod>> {
-        self.reader.list_namespace_selector(ns, key, value)
+        self.0.list_namespace_selector(ns, key, value)
     }
     fn pods_by_owner(&self, uid: &str) -> Vec<Arc<Pod>> {
-        self.reader.by_owner(uid)
+        self.0.by_owner(uid)
     }
     fn pods_by_node(&self, node: &str) -> Vec<Arc<Pod>> {
-        self.reader.by_node(node)
-    }
-    fn includes(&self, rv: u64) -> bool {
-        self.visible.includes(rv)
+        self.0.by_node(node)
     }
 }
 
-/// The controllers' reads of any cache under test, with the visibility of a harness pipeline
-/// (for tests that drive controllers by hand).
-pub fn harness_pod_cache(
-    reader: Arc<dyn CacheReader>,
-    visible: Arc<VisibleVersion>,
-) -> Arc<dyn PodCache> {
-    Arc::new(HarnessPodCache { reader, visible })
+/// The controllers' reads of any cache under test (for tests that drive controllers by hand).
+pub fn harness_pod_cache(reader: Arc<dyn CacheReader>) -> Arc<dyn PodCache> {
+    Arc::new(HarnessPodCache(reader))
 }
 
 impl HarnessCache {
@@ -98,25 +120,42 @@ impl HarnessCache {
         ack_first: bool,
         wiring: Wiring,
     ) -> HarnessCache {
-        let Wiring { classifier, notify, slots, core } = wiring;
+        let Wiring { classifier, slots, core } = wiring;
         let reader = store.reader();
         // The queue knows the store's objects, as client-go's queue knows its indexer.
         let known = Arc::new(KnownPods::new(reader.clone()));
         let queue = Arc::new(RealFifo::new(access::<Pod>(), known, QueueConfig::default()));
-        let visible = Arc::new(VisibleVersion::default());
+        let visible = Arc::new(VisibleVersion::new("pods"));
         let counters = Arc::new(CacheCounters::default());
+        let attached: Attached = Arc::default();
+        let (notices, received) = mpsc::channel::<Vec<Notice>>();
+        let handlers = {
+            let books = Bookkeeper::new(classifier, counters.clone());
+            let attached = attached.clone();
+            thread::Builder::new()
+                .name("handlers".into())
+                .spawn(move || handle_notices(&received, books, &attached))
+                .expect("spawn the handler thread")
+        };
         let applier = {
             let (queue, visible) = (queue.clone(), visible.clone());
-            let books = Bookkeeper::new(classifier, counters.clone());
             thread::Builder::new()
                 .name("applier".into())
                 .spawn(move || {
                     pin(core);
-                    Applier { store, queue, visible, books, notify, slots, ack_first }.run()
+                    Applier { store, queue, visible, notices, slots, ack_first }.run()
                 })
                 .expect("spawn applier")
         };
-        HarnessCache { queue, reader, visible, counters, applier: Mutex::new(Some(applier)) }
+        HarnessCache {
+            queue,
+            reader,
+            visible,
+            counters,
+            attached,
+            applier: Mutex::new(Some(applier)),
+            handlers: Mutex::new(Some(handlers)),
+        }
     }
 
     /// The cache's reader.
@@ -130,23 +169,43 @@ impl HarnessCache {
     }
 }
 
+fn lock_poisoned<T>(e: PoisonError<T>) -> T {
+    e.into_inner()
+}
+
 impl SeedCache for HarnessCache {
     fn queue(&self) -> Arc<dyn Queue<Pod>> {
         self.queue.clone()
     }
     fn pod_cache(&self) -> Arc<dyn PodCache> {
-        harness_pod_cache(self.reader.clone(), self.visible.clone())
+        harness_pod_cache(self.reader.clone())
+    }
+    fn versioned(&self) -> Arc<dyn VersionedCache> {
+        self.visible.clone()
+    }
+    fn attach(&self, controllers: Controllers) -> Controllers {
+        let Controllers { sets, daemons } = controllers;
+        {
+            let mut attached = self.attached.write().unwrap_or_else(lock_poisoned);
+            attached.push(Box::new(sets.handle()));
+            attached.push(Box::new(daemons.handle()));
+        }
+        Controllers {
+            sets: sets.owns_cache::<Pod>(self.visible.clone()),
+            daemons: daemons.owns_cache::<Pod>(self.visible.clone()),
+        }
     }
     fn counters(&self) -> &CacheCounters {
         &self.counters
     }
-    fn wait_for(&self, rv: u64, timeout: Duration) -> bool {
-        self.visible.wait_for(rv, timeout)
-    }
     fn finish(self: Box<Self>, leak: bool) -> CacheOutcome {
         self.queue.close();
-        let handle = self.applier.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let handle = self.applier.lock().unwrap_or_else(lock_poisoned).take();
         let a = handle.expect("finished once").join().expect("applier panicked");
+        // The applier's end closed the notices' channel: the handler thread ends after them.
+        if let Some(handlers) = self.handlers.lock().unwrap_or_else(lock_poisoned).take() {
+            handlers.join().expect("the handler thread panicked");
+        }
         let outcome = CacheOutcome {
             applied: a.applied,
             processing_s: a.processing.as_secs_f64(),
@@ -165,13 +224,70 @@ impl SeedCache for HarnessCache {
     }
 }
 
+/// What one delta tells the handlers: its key, whether it is a delete, and the part of its pod
+/// they read.
+struct Notice {
+    key: Arc<str>,
+    deleted: bool,
+    pod: Option<Pod>,
+}
+
+impl Notice {
+    /// The notice of `delta`, copied before its object moves into the cache.
+    fn of(delta: &Delta<Pod>) -> Notice {
+        let pod = delta.object.object().map(|p| {
+            let meta = &p.metadata;
+            Pod {
+                metadata: ObjectMeta {
+                    name: meta.name.clone(),
+                    namespace: meta.namespace.clone(),
+                    owner_references: meta.owner_references.clone(),
+                    deletion_timestamp: meta.deletion_timestamp.clone(),
+                    ..ObjectMeta::default()
+                },
+                spec: p.spec.as_ref().map(|spec| k8s_openapi::api::core::v1::PodSpec {
+                    node_name: spec.node_name.clone(),
+                    ..Default::default()
+                }),
+                status: p.status.as_ref().map(|status| k8s_openapi::api::core::v1::PodStatus {
+                    phase: status.phase.clone(),
+                    ..Default::default()
+                }),
+            }
+        });
+        Notice { key: delta.key.clone(), deleted: delta.is_delete(), pod }
+    }
+}
+
+/// The handler thread: for each batch the applier made visible, the bookkeeping, then the
+/// attached controllers' events (a pod the bookkeeping did not know is an add).
+fn handle_notices(
+    received: &mpsc::Receiver<Vec<Notice>>,
+    mut books: Bookkeeper,
+    attached: &Attached,
+) {
+    while let Ok(notices) = received.recv() {
+        let controllers = attached.read().unwrap_or_else(lock_poisoned);
+        for Notice { key, deleted, pod } in notices {
+            let existed = books.observe(&key, pod.as_ref().filter(|_| !deleted));
+            let Some(pod) = pod else { continue };
+            for c in controllers.iter() {
+                match (deleted, existed) {
+                    (true, _) => c.deleted(&pod),
+                    (false, true) => c.changed(&pod),
+                    (false, false) => c.added(&pod),
+                }
+            }
+        }
+    }
+}
+
 /// The applier thread's state.
 struct Applier {
     store: Box<dyn CacheWriter>,
     queue: Arc<RealFifo<Pod>>,
     visible: Arc<VisibleVersion>,
-    books: Bookkeeper,
-    notify: Arc<dyn Notify>,
+    notices: mpsc::Sender<Vec<Notice>>,
     slots: Arc<SlotLog>,
     ack_first: bool,
 }
@@ -210,19 +326,7 @@ impl Applier {
             // cache (no reference is kept: kube-rs must get them uniquely owned).
             let stamps: Vec<(Option<u64>, Instant)> =
                 batch.deltas.iter().map(|d| (rv_of(d), d.enqueued_at)).collect();
-            let observations: Vec<(Arc<str>, Observation)> = batch
-                .deltas
-                .iter()
-                .map(|d| {
-                    let obj = d.object.object().map(|p| &**p);
-                    let obs = if d.is_delete() {
-                        self.books.classify(None, obj)
-                    } else {
-                        self.books.classify(obj, None)
-                    };
-                    (d.key.clone(), obs)
-                })
-                .collect();
+            let notices: Vec<Notice> = batch.deltas.iter().map(Notice::of).collect();
             let changes: Vec<SimChange> =
                 std::mem::take(&mut batch.deltas).into_iter().map(into_change).collect();
             let mut seen = 0;
@@ -239,7 +343,8 @@ impl Applier {
             if let Some(rv) = batch.resource_version.as_deref().and_then(parse_resource_version) {
                 self.visible.advance(rv);
             }
-            self.tell_handlers(observations);
+            // The handler thread outlives this loop: the send cannot fail.
+            let _ = self.notices.send(notices);
             applied += stamps.len() as u64;
             processing += started.elapsed();
             if local.from_queue.count() >= 10_000 {
@@ -249,26 +354,5 @@ impl Applier {
         }
         staleness.merge(&local);
         Applied { store: self.store, applied, processing, depth_max, staleness }
-    }
-
-    /// Bookkeeping and notifications, after the batch is visible.
-    fn tell_handlers(&mut self, observations: Vec<(Arc<str>, Observation)>) {
-        let mut sets: Vec<String> = Vec::new();
-        let mut daemon = false;
-        for (key, obs) in observations {
-            match self.books.record(&key, obs) {
-                Some(Changed::Set(set)) => sets.push(set),
-                Some(Changed::Daemon) => daemon = true,
-                None => {}
-            }
-        }
-        sets.sort_unstable();
-        sets.dedup();
-        for set in &sets {
-            self.notify.set_pod_changed(set);
-        }
-        if daemon {
-            self.notify.daemon_pod_changed();
-        }
     }
 }

@@ -65,7 +65,8 @@ pub struct SeedRowReport {
     /// Heap and RSS sampled through the row.
     #[serde(default)]
     pub memory_trace: MemoryTrace,
-    /// Creates answered 409 AlreadyExists: decisions made on a stale cache.
+    /// Creates answered 409 AlreadyExists: decisions made on a stale cache (the runtime's
+    /// count of both controllers' writes).
     pub conflicts_409: u64,
     /// Daemon pods created on a node that already had one.
     pub duplicate_daemon_pods: u64,
@@ -84,15 +85,25 @@ pub struct SeedRowReport {
     pub daemon_creates: u64,
     /// Extra daemon pods deleted.
     pub daemon_deletes: u64,
-    /// Writes that failed for another reason than 409.
+    /// Writes that failed otherwise than with 409 AlreadyExists or 404 Not Found (status
+    /// writes included).
     pub write_errors: u64,
-    /// Controller syncs.
+    /// Reconciles that read the cache and acted on it (not put off by expectations).
     pub syncs: u64,
     /// Syncs that failed (a write failed) and were queued again with backoff.
     #[serde(default)]
     pub failed_syncs: u64,
-    /// Syncs put off by read-your-writes.
+    /// Reconciles that waited for the cache to show their key's last writes (the runtime's
+    /// read-your-writes waits).
     pub ryw_deferrals: u64,
+    /// Read-your-writes waits that gave up after the runtime's timeout (the reconcile then ran,
+    /// its expectations still guarding it).
+    #[serde(default)]
+    pub ryw_timeouts: u64,
+    /// Reconciles put off because the key's own creates and deletes had not all come back
+    /// through the cache (the runtime's expectations; rows with read-your-writes).
+    #[serde(default)]
+    pub expectation_deferrals: u64,
     /// Deep copies the cache made because an object it was handed was shared (0 unless the
     /// harness shares objects with a cache that takes them by value).
     #[serde(default)]

@@ -20,8 +20,8 @@ use kube::api::{Api, ListParams};
 use super::{
     DAEMON_NAME, DAEMON_NAMESPACE, Mode, Row, SeedParams, ServerInfo,
     cache::{Classifier, SeedCache, Wiring, summary},
-    cluster::{Cluster, HttpCluster, InprocCluster, StreamStats},
-    controllers::{ControllerConfig, Controllers, DaemonSpec, Queues, SetSpec},
+    cluster::{HttpCluster, InprocCluster, StreamStats},
+    controllers::{ControllerConfig, Controllers, DaemonSpec, Running, SetSpec},
     informer_cache,
     pipeline::HarnessCache,
     report::SeedRowReport,
@@ -31,6 +31,7 @@ use crate::{
     harness::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler},
+        placement::pin,
     },
     pods::{self, NAMESPACE},
 };
@@ -88,10 +89,7 @@ fn world(
 ) -> Result<World, String> {
     match mode {
         Mode::Http => {
-            let url = &server.ok_or("http mode needs a server")?.url;
-            let uri = url.parse().map_err(|e| format!("server URL {url}: {e}"))?;
-            let mut config = kube::Config::new(uri);
-            config.read_timeout = Some(Duration::from_secs(330));
+            let config = server.ok_or("http mode needs a server")?.client_config()?;
             let client = {
                 let _guard = runtime.enter();
                 kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))?
@@ -136,7 +134,7 @@ enum Source {
         stop: Arc<AtomicBool>,
     },
     Http {
-        cluster: Arc<HttpCluster>,
+        cluster: HttpCluster,
         reflector: snapinformer_kube::ReflectorHandle,
         client: kube::Client,
     },
@@ -168,7 +166,7 @@ impl Source {
                     }
                     thread::sleep(Duration::from_millis(20));
                 }
-                let cluster = Arc::new(HttpCluster::new(runtime.handle().clone(), client.clone()));
+                let cluster = HttpCluster::new(client.clone());
                 Ok(Source::Http { cluster, reflector, client: client.clone() })
             }
             None => {
@@ -184,10 +182,22 @@ impl Source {
         }
     }
 
-    fn cluster(&self) -> Arc<dyn Cluster> {
+    /// Starts the controllers on the current Tokio runtime, writing to this source's cluster.
+    fn spawn(
+        &self,
+        controllers: Controllers,
+        config: ControllerConfig,
+        world: World,
+        cache: &dyn SeedCache,
+    ) -> Running {
+        let (sets, daemon, pods) = (world.sets, world.daemon, cache.pod_cache());
         match self {
-            Source::Inproc { cluster, .. } => cluster.clone(),
-            Source::Http { cluster, .. } => cluster.clone(),
+            Source::Inproc { cluster, .. } => {
+                controllers.spawn(config, sets, daemon, cluster.clone(), pods)
+            }
+            Source::Http { cluster, .. } => {
+                controllers.spawn(config, sets, daemon, cluster.clone(), pods)
+            }
         }
     }
 
@@ -209,7 +219,11 @@ impl Source {
             Source::Inproc { cluster, stream, stop } => {
                 stop.store(true, Ordering::Relaxed);
                 let stats = stream.join().ok();
-                cache.wait_for(cluster.resource_version(), Duration::from_secs(120));
+                let version = cache.versioned();
+                let wait = version.wait_for_version(cluster.resource_version(), DRAIN_TIMEOUT);
+                if let Err(e) = runtime.block_on(wait) {
+                    tracing::warn!(error = %e, "the cache did not catch up with the cluster");
+                }
                 (cluster.pod_count() as u64, stats)
             }
             Source::Http { reflector, client, .. } => {
@@ -221,7 +235,7 @@ impl Source {
                     .unwrap_or(0);
                 // Wait until the queue stays empty for a moment: the watch has delivered the
                 // rest.
-                let deadline = Instant::now() + Duration::from_secs(120);
+                let deadline = Instant::now() + DRAIN_TIMEOUT;
                 let mut quiet_since = Instant::now();
                 while Instant::now() < deadline {
                     if !cache.queue().is_empty() {
@@ -238,6 +252,9 @@ impl Source {
     }
 }
 
+/// The longest the drain waits for the cache to catch up with the cluster.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// What the watch over the running controllers saw.
 #[derive(Default)]
 struct Watched {
@@ -252,7 +269,7 @@ struct Watched {
 /// time limit, reporting progress every second.
 fn watch(
     cache: &dyn SeedCache,
-    controllers: &Controllers,
+    controllers: &Running,
     source: &Source,
     params: &SeedParams,
     label: &str,
@@ -281,7 +298,7 @@ fn watch(
             last_report = t;
             log(&format!(
                 "{label}: {t:.0}s, running in cache {running}/{desired} + {daemon_nodes}/{nodes} daemon, queue {depth}, 409s {}, duplicates {}",
-                controllers.counters.conflicts_409.load(Ordering::Relaxed),
+                controllers.conflicts_409(),
                 controllers.duplicate_daemon_pods(),
             ));
         }
@@ -292,6 +309,22 @@ fn watch(
     w.run_s = started.elapsed().as_secs_f64();
     w.queue_depth_end = cache.queue().len() as u64;
     w
+}
+
+/// The runtime the controllers run on: one thread per worker, as each of
+/// kube-controller-manager's sync goroutines can run (or wait on a lock) on its own; pinned to
+/// `core` in the pinned layout.
+fn controller_runtime(
+    params: &SeedParams,
+    core: Option<core_affinity::CoreId>,
+) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads((params.set_workers + params.daemon_workers).max(2))
+        .thread_name("controller")
+        .on_thread_start(move || pin(core))
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the controllers' runtime: {e}"))
 }
 
 /// Runs one row in this process. With `leak_at_end`, the cache is not freed at the end (for a
@@ -313,19 +346,13 @@ pub fn run_row(
         .map_err(|e| format!("starting runtime: {e}"))?;
     let label = format!("{} {}", mode.name(), row.name());
     let world = world(mode, params, server, &runtime)?;
-    let queues = Queues::new(format!("{DAEMON_NAMESPACE}/{DAEMON_NAME}"));
     let classifier = Classifier {
         nodes: world.daemon.nodes.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect(),
         daemon_uid: world.daemon.uid.clone(),
     };
     let cores = params.placement.cores();
     let slots = Arc::new(SlotLog::new());
-    let wiring = Wiring {
-        classifier,
-        notify: Arc::new(queues.clone()),
-        slots: slots.clone(),
-        core: cores.writer,
-    };
+    let wiring = Wiring { classifier, slots: slots.clone(), core: cores.writer };
     let cache = start_cache(row, wiring)?;
     let source = Source::start(&world, params, &*cache, slots, &runtime)?;
     let config = ControllerConfig {
@@ -338,28 +365,28 @@ pub fn run_row(
         profile: params.profile(mode),
     };
     let nodes = world.daemon.nodes.len();
-    let controllers =
-        Controllers::new(config, world.sets, world.daemon, source.cluster(), queues.clone());
+    let controller_rt = controller_runtime(params, cores.readers)?;
+    let controllers = cache.attach(Controllers::new(&config));
+    let mut running = {
+        let _guard = controller_rt.enter();
+        source.spawn(controllers, config, world, &*cache)
+    };
     log(&format!(
         "{label}: controllers start ({} set pods, {nodes} nodes)",
-        controllers.desired_set_pods()
+        running.desired_set_pods()
     ));
-    let workers = controllers.start(cache.pod_cache(), cores.readers);
-    let watched = watch(&*cache, &controllers, &source, params, &label, log);
+    let watched = watch(&*cache, &running, &source, params, &label, log);
 
     log(&format!("{label}: stopping, draining the cache"));
-    queues.shut_down();
-    controllers.stop_writing();
-    for w in workers {
-        let _ = w.join();
-    }
+    controller_rt.block_on(running.stop())?;
     let lateness = source.inproc().map(|c| c.lateness.latency().summary()).unwrap_or_default();
     let slot_cost = source.inproc().map(|c| c.slot_cost.latency().summary()).unwrap_or_default();
     let stream_burst_max = source.inproc().map_or(0, |c| c.burst_max.load(Ordering::Relaxed));
     let (cluster_pods, stream) = source.drain(&*cache, &runtime);
     let outcome = cache.finish(leak_at_end);
     let memory = sampler.finish();
-    let c = &controllers.counters;
+    let (sets, daemons) = (running.set_stats(), running.daemon_stats());
+    let counters = &running.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let report = SeedRowReport {
         name: row.name(),
@@ -376,23 +403,29 @@ pub fn run_row(
         queue_depth_end: watched.queue_depth_end,
         undelivered_max: watched.undelivered_max,
         stream_burst_max,
-        list_us: summary(&controllers.reads.list),
-        index_us: summary(&controllers.reads.index),
+        list_us: summary(&running.reads.list),
+        index_us: summary(&running.reads.index),
         peak_heap_bytes: memory.heap_peak_bytes,
         rss_bytes: memory.rss_peak_bytes,
-        conflicts_409: load(&c.conflicts_409),
-        duplicate_daemon_pods: controllers.duplicate_daemon_pods(),
+        conflicts_409: running.conflicts_409(),
+        duplicate_daemon_pods: running.duplicate_daemon_pods(),
         time_to_all_running_s: watched.converged_at,
         run_s: watched.run_s,
         events_applied: outcome.applied,
-        set_creates: load(&c.set_creates),
-        set_deletes: load(&c.set_deletes),
-        daemon_creates: load(&c.daemon_creates),
-        daemon_deletes: load(&c.daemon_deletes),
-        write_errors: load(&c.write_errors),
-        syncs: load(&c.syncs),
-        failed_syncs: load(&c.failed_syncs),
-        ryw_deferrals: load(&c.ryw_deferrals),
+        set_creates: sets.created,
+        set_deletes: sets.deleted,
+        daemon_creates: daemons.created,
+        daemon_deletes: daemons.deleted,
+        write_errors: sets.write_errors
+            + sets.write_conflicts
+            + daemons.write_errors
+            + daemons.write_conflicts
+            + load(&counters.status_errors),
+        syncs: load(&counters.syncs),
+        failed_syncs: sets.errors + daemons.errors,
+        ryw_deferrals: sets.ryw_waits + daemons.ryw_waits,
+        ryw_timeouts: sets.ryw_timeouts + daemons.ryw_timeouts,
+        expectation_deferrals: load(&counters.expectation_deferrals),
         extra_copies: outcome.extra_copies,
         cache_pods: outcome.pods,
         cluster_pods,
@@ -400,8 +433,5 @@ pub fn run_row(
         staleness_cdf: outcome.staleness.from_slot.cdf(),
         memory_trace: memory,
     };
-    if leak_at_end {
-        std::mem::forget(controllers);
-    }
     Ok(report)
 }

@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{
-    StoreParams, StoreRowReport,
+    InProcessRow, StoreParams, StoreRowReport,
     report::{self, LockCheck, StoreReport},
     rows::{self, Runner, StoreRow},
 };
@@ -21,7 +21,7 @@ use crate::{
         report::{Environment, now_rfc3339, write_json},
         worker::{arg_name, phase_line, progress_bar, run_child},
     },
-    rows::{CacheKind, lock},
+    rows::{client_go, lock},
     scenarios::LoadArgs,
 };
 
@@ -34,12 +34,14 @@ pub struct StoreArgs {
     /// Updates applied in each saturation phase (default: as many as objects, at least 20,000).
     #[arg(long)]
     pub updates: Option<usize>,
-    /// Rows to run, by name (default: all; see `rows::registry`).
+    /// Rows to run, by name (default: all; see `rows::registry`). The `client-go` and
+    /// `client-go-indexer` rows run real client-go from `baselines/client-go`, built with
+    /// `go build` (Go 1.26 or newer) on first use and cached.
     #[arg(long, alias = "backends", value_delimiter = ',')]
     pub rows: Vec<String>,
     /// How the writer is scheduled in the open loop and the sweep: `realtime` (SCHED_FIFO)
     /// takes the machine's other load out of the staleness figures, a diagnostic for busy
-    /// machines (in-process rows only).
+    /// machines (the in-process cache rows only).
     #[arg(long, value_enum, default_value_t = WriterPriority::Normal)]
     pub writer_priority: WriterPriority,
     /// Offered rates of a sweep, run after the open loop (e.g. 5000,10000,20000,40000,80000):
@@ -111,9 +113,9 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     let params = args.params();
     if let Some(name) = &args.worker {
         let out = args.worker_out.as_ref().expect("clap requires --worker-out with --worker");
-        let kind = CacheKind::parse(name)
+        let row = InProcessRow::parse(name)
             .ok_or_else(|| format!("{name:?} is not a row this executable runs"))?;
-        let report = super::run_row(kind, &params, heap, &|msg| phase_line(msg));
+        let report = super::run_row(row, &params, heap, &|msg| phase_line(msg))?;
         let json = serde_json::to_vec(&report).map_err(|e| e.to_string())?;
         return std::fs::write(out, json).map_err(|e| format!("writing {}: {e}", out.display()));
     }
@@ -139,15 +141,30 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     let repeat = args.repeat();
     let lock_check = rows.iter().any(|r| r.name.starts_with("locked")).then(check_locks);
     let bar = progress_bar((rows.len() * repeat) as u64, "rows");
+    // The Go worker is built (or found in the cache) before any row runs, so that a missing Go
+    // toolchain or a failed build stops the run before it has spent time on other rows.
+    let go_worker = if rows.iter().any(|r| r.runner == Runner::ClientGo) {
+        let worker = client_go::worker_binary(&|msg| {
+            bar.set_message(format!("client-go: {msg}"));
+            if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("[client-go] {msg}");
+            }
+        })
+        .map_err(|e| format!("client-go rows: {e}"))?;
+        Some(worker)
+    } else {
+        None
+    };
     let mut runs = Vec::new();
     let mut files = Vec::new();
     for i in 1..=repeat {
         let mut reports = Vec::new();
         for row in &rows {
             bar.set_message(format!("run {i}/{repeat} {}: starting", row.name));
-            reports.push(run_worker(row, &params, &args.out, &bar)?);
+            reports.push(run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?);
             bar.inc(1);
         }
+        check_workloads(&reports).map_err(|e| format!("run {i}: {e}"))?;
         let run = assemble(&params, allocator, &started_at, reports, lock_check.clone());
         let file = run_file_name("store", &started_at, i);
         write_json(&runs_dir.join(&file), &run)?;
@@ -158,6 +175,7 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     let aggregated = aggregate_reports(&runs).map_err(|e| e.to_string())?;
     let mut report = aggregated.median;
     report.targets = all_targets(&report.rows, &params);
+    report.notes = report::notes(&report.rows);
     report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
     println!("{}", report::table(&report));
     let json_path = args.out.join("report.json");
@@ -167,6 +185,9 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
         json_path.display(),
         runs_dir.display()
     );
+    if let Some(digest) = report.rows.first().map(|r| &r.workload_digest) {
+        println!("workload digest {digest}, the same for every row of every run");
+    }
     write_plots(&args.out, &report);
     Ok(())
 }
@@ -182,15 +203,33 @@ fn check_locks() -> LockCheck {
     }
 }
 
+/// Checks that every row of one run reported the same workload digest.
+pub fn check_workloads(rows: &[StoreRowReport]) -> Result<(), String> {
+    if let Some(r) = rows.iter().find(|r| r.workload_digest.is_empty()) {
+        return Err(format!(
+            "row {} reported no workload digest (an outdated worker?); the rows cannot be shown to have applied the same workload",
+            r.name
+        ));
+    }
+    let first = rows.first().map(|r| r.workload_digest.as_str()).unwrap_or_default();
+    if rows.iter().any(|r| r.workload_digest != first) {
+        let each: Vec<String> =
+            rows.iter().map(|r| format!("{} {}", r.name, r.workload_digest)).collect();
+        return Err(format!(
+            "the rows did not all apply the same workload (workload digests: {}); the figures are not comparable",
+            each.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 fn all_targets(
     rows: &[StoreRowReport],
     p: &StoreParams,
 ) -> Vec<crate::harness::report::TargetCheck> {
-    rows.iter()
-        .filter(|r| CacheKind::parse(&r.name).is_some_and(CacheKind::is_ours))
-        .flat_map(|r| report::targets(rows, &r.name, p.open_loop))
-        .chain(report::compact_targets(rows, p.objects))
-        .collect()
+    let mut all = report::all_targets(rows, p.open_loop);
+    all.extend(report::compact_targets(rows, p.objects));
+    all
 }
 
 fn assemble(
@@ -205,6 +244,7 @@ fn assemble(
         params: params.clone(),
         environment: Environment::capture(started_at.to_owned(), allocator),
         targets: all_targets(&rows, params),
+        notes: report::notes(&rows),
         rows,
         lock_check,
         repeat: None,
@@ -247,9 +287,11 @@ pub fn worker_args(p: &StoreParams) -> Vec<String> {
     a
 }
 
-/// Runs one row's worker process and reads its report.
+/// Runs one row's worker process and reads its report; `go_worker` is the built client-go
+/// worker, for the Go rows.
 fn run_worker(
     row: &StoreRow,
+    go_worker: Option<&Path>,
     params: &StoreParams,
     out_dir: &Path,
     bar: &indicatif::ProgressBar,
@@ -258,6 +300,9 @@ fn run_worker(
         Runner::InProcess(_) => {
             std::env::current_exe().map_err(|e| format!("finding own executable: {e}"))?
         }
+        Runner::ClientGo => go_worker
+            .ok_or_else(|| format!("{}: the client-go worker was not built", row.name))?
+            .to_path_buf(),
         Runner::Program(path) => path.clone(),
     };
     let out = out_dir.join(format!(".worker-{}.json", row.name));
@@ -311,5 +356,65 @@ fn write_plots(out: &Path, report: &StoreReport) {
     }
     for f in written {
         println!("wrote {}", f.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, digest: &str) -> StoreRowReport {
+        StoreRowReport {
+            name: name.into(),
+            workload_digest: digest.into(),
+            ..StoreRowReport::default()
+        }
+    }
+
+    #[test]
+    fn a_run_whose_rows_applied_different_workloads_is_refused() {
+        let same = [row("snapshot", "00000000000000aa"), row("client-go", "00000000000000aa")];
+        assert!(check_workloads(&same).is_ok());
+        let differ = [row("snapshot", "00000000000000aa"), row("client-go", "00000000000000bb")];
+        let err = check_workloads(&differ).unwrap_err();
+        assert!(
+            err.contains("snapshot 00000000000000aa") && err.contains("client-go 00000000000000bb"),
+            "{err}"
+        );
+        let missing = [row("snapshot", "00000000000000aa"), row("client-go", "")];
+        assert!(
+            check_workloads(&missing)
+                .unwrap_err()
+                .contains("client-go reported no workload digest")
+        );
+    }
+
+    #[test]
+    fn workers_get_resolved_values_placement_and_sweep_but_never_quick() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            store: StoreArgs,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from([
+            "store",
+            "--quick",
+            "--sweep",
+            "5000,20000",
+            "--sweep-duration",
+            "2s",
+        ])
+        .expect("valid flags");
+        let p = cli.store.params();
+        let flags = worker_args(&p);
+        assert!(!flags.iter().any(|f| f == "--quick"));
+        let after = |flag: &str| {
+            flags.iter().position(|f| f == flag).map(|i| flags[i + 1].clone()).unwrap_or_default()
+        };
+        assert_eq!(after("--objects"), "5000");
+        assert_eq!(after("--updates"), "20000");
+        assert_eq!(after("--placement"), "unpinned");
+        assert_eq!(after("--sweep"), "5000,20000");
+        assert_eq!(after("--sweep-duration"), "1000ms", "quick caps sweep points at 1 s");
     }
 }

@@ -1,7 +1,17 @@
 //! The `store` scenario: one cache, one writer at full speed or open loop, paced readers.
 //!
 //! Each row runs in its own worker process (clean heap and RSS; see [`rows`] for the row
-//! registry and the worker protocol). Phases, in order:
+//! registry and the worker protocol). Rows come in two kinds, compared in pairs:
+//! - **informer pipelines**: our `snapinformer` row ([`informer_row`]) against real client-go's
+//!   `client-go` row (the Go worker in `baselines/client-go`): source, queue, batched apply,
+//!   handler; an update is visible when the registered event handler receives it;
+//! - **stores alone**: `snapshot` and `snapshot-bg` against client-go's bare indexer,
+//!   `client-go-indexer`, with our Rust baselines (`locked` and its variants, `kube-rs`) as
+//!   controls; an update is visible when the store publishes it.
+//!
+//! Every row applies the same workload (byte-identical pods, the same update stream and
+//! schedule) and reports a digest of it ([`pods::WorkloadDigest`]); the parent refuses a run
+//! whose rows disagree. Phases, in order:
 //! 1. **memory**: build the cache from `objects` pods; measure heap (objects and structure
 //!    separately); then a reader holds a full read while every pod is updated once, and the
 //!    structure is measured again while held and after release.
@@ -20,9 +30,12 @@
 //!    ([`sweep`]).
 //!
 //! Heap and RSS are sampled every 100 ms through every phase ([`MemoryTrace`]); the update
-//! pools the harness generates are part of the heap, the same for every row. Pools and the
-//! initial population are generated in the form the row holds pods ([`CacheKind::objects`]:
-//! compact pods for `snapshot-compact`), from the same pods and update plans for every row.
+//! pools the harness generates are part of the heap, the same for every row. Pools and the initial population are generated in
+//! the form the row holds pods ([`InProcessRow::objects`]: compact pods for `snapshot-compact`),
+//! from the same pods and update plans for every row. Before each timed
+//! phase the worker waits (untimed) until the heap stops shrinking, so that a background
+//! reclaimer's leftovers from the previous phase do not run into it; the Go worker runs a
+//! collection at the same points, for the same reason.
 //!
 //! Placement ([`Placement`]): unpinned by default, writer and readers anywhere; pinned puts the
 //! writer on the first core and the readers on the last. The writer's priority
@@ -32,6 +45,7 @@
 //! arrivals, on a CPU, waiting for a core.
 
 pub mod command;
+pub mod informer_row;
 pub mod open_loop;
 pub mod readers;
 pub mod report;
@@ -53,9 +67,10 @@ use crate::{
         sched::ThreadSched,
         stats::Summary,
     },
-    pods::{self, NAMESPACE, Shape},
-    rows::{CacheKind, CacheReader, CacheWriter, Objects},
+    pods::{self, NAMESPACE, Shape, WorkloadDigest},
+    rows::{CacheKind, CacheReader, CacheWriter, Objects, client_go::GoRuntimeReport},
 };
+use open_loop::OpenLoop;
 use readers::Readers;
 use snapinformer_compact::CompactPod;
 use sweep::SweepPoint;
@@ -139,10 +154,11 @@ pub struct ReadCosts {
     pub hot_scan_borrowed_us: Option<f64>,
     /// Cloning (and later dropping) the `Arc` of each object of a full list: the atomic
     /// increment and decrement an owned read pays per object and Go's pointer copy does not,
-    /// nanoseconds per object.
-    pub arc_clone_ns_per_object: f64,
-    /// Copying plain pointers to the same objects into a vector (what a Go list does),
-    /// nanoseconds per object.
+    /// nanoseconds per object (`None` for the Go rows, which have no `Arc`).
+    #[serde(default)]
+    pub arc_clone_ns_per_object: Option<f64>,
+    /// Copying plain pointers to the same objects into a new vector (what a Go list does; the Go
+    /// rows measure Go's own copy of `[]*v1.Pod`), nanoseconds per object.
     pub pointer_copy_ns_per_object: f64,
 }
 
@@ -195,9 +211,112 @@ pub struct StoreRowReport {
     /// The sweep of the offered rate (empty without `--sweep`).
     #[serde(default)]
     pub sweep: Vec<SweepPoint>,
+    /// Digest of every pod the row applied, phase by phase ([`WorkloadDigest`]): the same for
+    /// every row of a run that got the same workload. Empty in reports from before it existed.
+    #[serde(default)]
+    pub workload_digest: String,
+    /// Go rows only: the Go runtime's view of memory and collection, and the row's
+    /// configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go_runtime: Option<GoRuntimeReport>,
+    /// How the row maps the scenario onto what it measures, and its own counters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Where the open loop's writer and readers spent their time (our process's rows).
     #[serde(default)]
     pub open_loop_time: Option<open_loop::WriterTime>,
+}
+
+/// How the phases drive a row: a cache alone ([`CacheDriver`]) or our whole informer pipeline
+/// ([`informer_row::InformerRow`]).
+pub trait RowDriver {
+    /// Fills the row with the initial pods and returns once they are visible.
+    fn build(&mut self, initial: Objects) -> Result<(), String>;
+    /// Applies `pool` as fast as the row takes it (a saturated source) and returns once every
+    /// update is visible.
+    fn apply_all(&mut self, pool: Objects) -> Result<(), String>;
+    /// Lets `pool` arrive at `rate` per second whatever the row does (open loop) and returns
+    /// once the last update is visible.
+    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String>;
+    /// A read handle, shared by any number of threads.
+    fn reader(&self) -> Arc<dyn CacheReader>;
+    /// Stops the row; returns its notes for the report.
+    fn finish(self: Box<Self>) -> Vec<String>;
+}
+
+/// A cache alone, written by the calling thread in batches of up to [`MAX_BATCH`].
+pub struct CacheDriver(Box<dyn CacheWriter>);
+
+impl CacheDriver {
+    /// An empty cache of this kind.
+    pub fn new(kind: CacheKind) -> Self {
+        CacheDriver(kind.build())
+    }
+}
+
+impl RowDriver for CacheDriver {
+    fn build(&mut self, initial: Objects) -> Result<(), String> {
+        apply_all(self.0.as_mut(), initial);
+        Ok(())
+    }
+    fn apply_all(&mut self, pool: Objects) -> Result<(), String> {
+        apply_all(self.0.as_mut(), pool);
+        Ok(())
+    }
+    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String> {
+        Ok(open_loop::run(self.0.as_mut(), pool, rate))
+    }
+    fn reader(&self) -> Arc<dyn CacheReader> {
+        self.0.reader()
+    }
+    fn finish(self: Box<Self>) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// An in-process row: a cache alone or our informer pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InProcessRow {
+    /// One of the caches of [`crate::rows`].
+    Cache(CacheKind),
+    /// The `snapinformer` row ([`informer_row`]).
+    Informer,
+}
+
+impl InProcessRow {
+    /// Report name.
+    pub fn name(self) -> &'static str {
+        match self {
+            InProcessRow::Cache(kind) => kind.name(),
+            InProcessRow::Informer => informer_row::NAME,
+        }
+    }
+
+    /// The row named `name`, if this executable runs it.
+    pub fn parse(name: &str) -> Option<Self> {
+        if name == informer_row::NAME {
+            return Some(InProcessRow::Informer);
+        }
+        CacheKind::parse(name).map(InProcessRow::Cache)
+    }
+
+    /// `count` pods `make(i)` in the form this row holds them ([`CacheKind::objects`]; the
+    /// informer row takes `k8s_openapi` pods).
+    pub fn objects(self, count: usize, make: impl Fn(usize) -> Pod + Sync) -> Objects {
+        match self {
+            InProcessRow::Cache(kind) => kind.objects(count, make),
+            InProcessRow::Informer => Objects::Pods(pods::generate(count, make)),
+        }
+    }
+
+    fn start(self, placement: Placement) -> Result<Box<dyn RowDriver>, String> {
+        Ok(match self {
+            InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind)),
+            InProcessRow::Informer => {
+                Box::new(informer_row::InformerRow::start(placement.cores())?)
+            }
+        })
+    }
 }
 
 /// Waits until the heap is steady and returns it.
@@ -213,11 +332,36 @@ fn apply_all(store: &mut dyn CacheWriter, pool: Objects) {
     }
 }
 
-/// [`pods::updates`] in the form row `kind` holds pods: `count` updates of random pods (the
-/// same plan for every row) with resource versions from `first_rv`.
-pub fn updates(kind: CacheKind, shape: &Shape, count: usize, first_rv: u64, seed: u64) -> Objects {
+/// [`pods::updates`] in the form `row` holds pods: `count` updates of random pods (the same
+/// plan for every row) with resource versions from `first_rv`.
+pub fn updates(
+    row: InProcessRow,
+    shape: &Shape,
+    count: usize,
+    first_rv: u64,
+    seed: u64,
+) -> Objects {
     let plan = pods::update_plan(shape, count, seed);
-    kind.objects(count, |u| pods::make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
+    row.objects(count, |u| pods::make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
+}
+
+/// Adds the pods of one phase to `digest`, in either form: a compact pod adds exactly what the
+/// `k8s_openapi` pod it was decoded from adds.
+pub fn add_to_digest(digest: &mut WorkloadDigest, phase: &str, pool: &Objects) {
+    match pool {
+        Objects::Pods(pods) => digest.add(phase, pods),
+        Objects::Compact(pods) => {
+            for p in pods {
+                digest.add_fields(
+                    phase,
+                    p.namespace().unwrap_or_default(),
+                    p.name().unwrap_or_default(),
+                    p.resource_version().unwrap_or_default(),
+                    p.node_name().unwrap_or_default(),
+                );
+            }
+        }
+    }
 }
 
 /// The calling thread's CPU time since `since`, in microseconds per one of `count` items.
@@ -228,60 +372,74 @@ fn cpu_us_per(since: Option<ThreadSched>, count: usize) -> Option<f64> {
 
 /// Runs every phase for one in-process row.
 pub fn run_row(
-    kind: CacheKind,
+    row: InProcessRow,
     p: &StoreParams,
     heap: &'static dyn HeapMeter,
     log: PhaseLog<'_>,
-) -> StoreRowReport {
+) -> Result<StoreRowReport, String> {
     let sampler = MemorySampler::start(heap, Duration::from_millis(100));
     let shape = Shape::for_objects(p.objects, p.nodes).with_profile(p.pod_profile);
-    let mut report = StoreRowReport { name: kind.name().to_string(), ..Default::default() };
-    let (mut store, mut next_rv) = memory_phase(kind, &shape, heap, log, &mut report);
-    let reader = store.reader();
+    let mut report = StoreRowReport { name: row.name().to_string(), ..Default::default() };
+    let mut digest = WorkloadDigest::default();
+    // The row exists before the first measurement (an empty cache, or the informer with its
+    // runtime and handler thread), as the Go rows create theirs.
+    let mut driver = row.start(p.placement)?;
+    let mut next_rv =
+        memory_phase(row, driver.as_mut(), &shape, heap, log, &mut report, &mut digest)?;
+    let reader = driver.reader();
 
     log("read costs: each read alone, owned and borrowed");
     report.read_costs = Some(read_costs(&*reader, &shape));
 
-    // From here on the writer is this thread; with the pinned placement it gets the first core.
+    // From here on the writer is this thread (for the informer row: the source feeding it);
+    // with the pinned placement it gets the first core.
     let cores = p.placement.cores();
     pin(cores.writer);
     log("saturation: generating updates");
-    let pool = updates(kind, &shape, p.updates, next_rv, 7);
+    let pool = updates(row, &shape, p.updates, next_rv, 7);
+    add_to_digest(&mut digest, "saturation", &pool);
     next_rv += p.updates as u64;
     log("saturation: applying without readers");
+    settled(heap);
     let sched = ThreadSched::now();
     let t = Instant::now();
-    apply_all(store.as_mut(), pool);
+    driver.apply_all(pool)?;
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
     report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
 
     log("saturation: generating updates");
-    let pool = updates(kind, &shape, p.updates, next_rv, 11);
+    let pool = updates(row, &shape, p.updates, next_rv, 11);
+    add_to_digest(&mut digest, "saturation-readers", &pool);
     next_rv += p.updates as u64;
     log("saturation: applying with readers");
+    settled(heap);
     let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
     let sched = ThreadSched::now();
     let t = Instant::now();
-    apply_all(store.as_mut(), pool);
+    let applied = driver.apply_all(pool);
     report.apply_per_s_with_readers = p.updates as f64 / t.elapsed().as_secs_f64();
     report.apply_cpu_us_per_update_with_readers = cpu_us_per(sched, p.updates);
     let mut lat = readers.stop();
+    applied?;
 
     if p.open_loop {
         let count = (p.rate as f64 * p.duration_s) as usize;
         log(&format!("open loop: generating {count} updates"));
-        let pool = updates(kind, &shape, count, next_rv, 13);
+        let pool = updates(row, &shape, count, next_rv, 13);
+        add_to_digest(&mut digest, "open-loop", &pool);
         next_rv += count as u64;
         log(&format!(
             "open loop: {} updates/s for {:.0}s with {} readers",
             p.rate, p.duration_s, p.readers
         ));
+        settled(heap);
         let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
         let priority = p.writer_priority.enter();
-        let ol = open_loop::run(store.as_mut(), pool, p.rate);
+        let ol = driver.open_loop(pool, p.rate);
         p.writer_priority.leave();
         let rl = readers.stop();
-        report.reader_ops_per_s = rl.ops as f64 / ol.elapsed_s;
+        let ol = ol?;
+        report.reader_ops_per_s = rl.ops as f64 / ol.elapsed_s.max(1e-9);
         lat.merge(&rl);
         report.staleness_us = ol.staleness.summary();
         report.staleness_cdf = ol.staleness.cdf();
@@ -292,7 +450,8 @@ pub fn run_row(
         time.readers_cpu_s = rl.sched.map(|s| s.cpu().as_secs_f64());
         time.readers_runqueue_wait_s = rl.sched.map(|s| s.wait().as_secs_f64());
         time.writer_priority = priority;
-        report.open_loop_time = Some(time);
+        // Rows whose writer is not this thread (the informer row) record none.
+        report.open_loop_time = (time.batches > 0).then_some(time);
     }
     report.list_us = lat.list.summary();
     report.index_us = lat.index.summary();
@@ -300,40 +459,45 @@ pub fn run_row(
 
     for (i, &rate) in p.sweep.iter().enumerate() {
         let load = sweep::Load {
-            kind,
+            row,
             shape: &shape,
             readers: p.readers,
             duration_s: p.sweep_duration_s,
             reader_core: cores.readers,
             writer_priority: p.writer_priority,
             seed: 100 + i as u64,
+            heap,
         };
-        let point = sweep::point(store.as_mut(), &reader, &load, rate, next_rv, log);
+        let point = sweep::point(driver.as_mut(), &reader, &load, rate, next_rv, &mut digest, log)?;
         next_rv += point.updates;
         report.sweep.push(point);
     }
+    report.workload_digest = digest.hex();
     log("done");
     drop(reader);
-    drop(store);
+    report.notes = driver.finish();
     report.memory_trace = sampler.finish();
-    report
+    Ok(report)
 }
 
-/// Phase 1: builds the cache and measures its memory, idle and while a reader holds an old
-/// read. Returns the cache and the next free resource version.
+/// Phase 1: builds the row and measures its memory, idle and while a reader holds an old
+/// read. Returns the next free resource version.
 fn memory_phase(
-    kind: CacheKind,
+    row: InProcessRow,
+    driver: &mut dyn RowDriver,
     shape: &Shape,
     heap: &dyn HeapMeter,
     log: PhaseLog<'_>,
     report: &mut StoreRowReport,
-) -> (Box<dyn CacheWriter>, u64) {
+    digest: &mut WorkloadDigest,
+) -> Result<u64, String> {
     let mut next_rv = shape.total() as u64 + 1;
     log("memory: generating pods");
-    let h0 = heap.current();
+    let h0 = heap_now(heap);
     let initial =
-        kind.objects(shape.total(), |i| pods::make_pod(shape, i, i as u64 + 1, i % shape.nodes));
+        row.objects(shape.total(), |i| pods::make_pod(shape, i, i as u64 + 1, i % shape.nodes));
     let h1 = heap.current();
+    add_to_digest(digest, "initial", &initial);
     let sample = initial.len().min(100);
     let json_bytes: u64 = (0..sample)
         .map(|i| {
@@ -343,8 +507,7 @@ fn memory_phase(
         .sum();
     report.memory.json_bytes_per_object = json_bytes / sample.max(1) as u64;
     log("memory: building the store");
-    let mut store = kind.build();
-    apply_all(store.as_mut(), initial);
+    driver.build(initial)?;
     let h2 = heap_now(heap);
     report.rss_bytes = crate::harness::heap::rss_bytes();
     let n = shape.total() as f64;
@@ -355,15 +518,16 @@ fn memory_phase(
     report.memory.structure_per_entry_idle = h2.saturating_sub(h1) as f64 / n;
 
     log("memory: updating every pod while a reader holds an old read");
-    let pool = kind.objects(shape.total(), |i| {
+    let pool = row.objects(shape.total(), |i| {
         pods::make_pod(shape, i, next_rv + i as u64, (i + 1) % shape.nodes)
     });
+    add_to_digest(digest, "memory", &pool);
     next_rv += shape.total() as u64;
     let h3 = heap.current();
     let pool_bytes = h3.saturating_sub(h2);
-    let reader = store.reader();
+    let reader = driver.reader();
     let held = reader.hold();
-    apply_all(store.as_mut(), pool);
+    driver.apply_all(pool)?;
     let h4 = heap_now(heap);
     report.memory.structure_per_entry_holding =
         (h4 as f64 - h0 as f64 - objects as f64 - pool_bytes as f64) / n;
@@ -371,7 +535,7 @@ fn memory_phase(
     let h5 = heap_now(heap);
     report.memory.structure_per_entry_released = (h5 as f64 - h0 as f64 - pool_bytes as f64) / n;
     report.peak_heap_bytes = heap.peak().saturating_sub(h0);
-    (store, next_rv)
+    Ok(next_rv)
 }
 
 /// The median of `runs` timings of `f`, in microseconds.
@@ -443,7 +607,7 @@ pub fn read_costs(reader: &dyn CacheReader, shape: &Shape) -> ReadCosts {
         ),
     };
     let n = n.max(1) as f64;
-    c.arc_clone_ns_per_object = clone_us * 1000.0 / n;
+    c.arc_clone_ns_per_object = Some(clone_us * 1000.0 / n);
     c.pointer_copy_ns_per_object = copy_us * 1000.0 / n;
     c
 }

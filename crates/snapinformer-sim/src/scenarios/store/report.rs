@@ -2,13 +2,17 @@
 
 use std::fmt::Write as _;
 
-use super::{StoreParams, StoreRowReport, sweep};
+use super::{
+    StoreParams, StoreRowReport,
+    rows::{self, CLIENT_GO_INDEXER, Group, PAIRS, Pair},
+    sweep,
+};
 use crate::{
     harness::{
         repeat::RepeatInfo,
         report::{Environment, TargetCheck, fmt_us},
     },
-    rows::lock::WaitTurns,
+    rows::{CacheKind, lock::WaitTurns},
 };
 
 /// The whole `store` report as written to `report.json` (one per run under `runs/`, and the
@@ -24,8 +28,12 @@ pub struct StoreReport {
     /// One entry per row.
     #[serde(alias = "backends")]
     pub rows: Vec<StoreRowReport>,
-    /// The targets, computed from this report's figures.
+    /// The targets, computed from this report's figures; each names the pair of rows it
+    /// compares.
     pub targets: Vec<TargetCheck>,
+    /// How to read the report: visibility points, pairs, memory accounting.
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// How the locked rows' two lock flavours treat a waiting reader, measured in the parent.
     #[serde(default)]
     pub lock_check: Option<LockCheck>,
@@ -61,81 +69,157 @@ fn heap_peak(r: &StoreRowReport) -> u64 {
     }
 }
 
-/// The store targets for our row `ours`, against the anchor (`client-go` when it ran, else the
-/// `locked` control) and against `locked`.
-pub fn targets(r: &[StoreRowReport], ours: &str, open_loop: bool) -> Vec<TargetCheck> {
-    let Some(o) = find(r, ours) else { return Vec::new() };
-    let locked = find(r, "locked");
-    let anchor = find(r, "client-go").or(locked);
+/// Every target of a report:
+/// - for each headline pair ([`PAIRS`]) whose rows both ran, the targets of our row
+///   against the client-go row: staleness p99 at least 100x lower and under 1 ms, apply rate
+///   with readers at least 1.0x, heap at most 1.0x, as structure per entry and as total heap
+///   after the build (objects included). Where `client-go-indexer` did not run, the stores are
+///   compared with the `locked` control instead, and the line says so;
+/// - for our stores, the controls against `locked` and their own figures.
+pub fn all_targets(r: &[StoreRowReport], open_loop: bool) -> Vec<TargetCheck> {
     let mut out = Vec::new();
-    let mut push = |target: String, measured: f64, bound: f64, higher_is_better: bool| {
-        let met = if higher_is_better { measured >= bound } else { measured <= bound };
-        out.push(TargetCheck { target, measured, bound, met });
-    };
-    if let Some(a) = anchor {
-        let an = &a.name;
-        if open_loop {
-            push(
-                format!("{an} staleness p99 / {ours} staleness p99 (>= 100x)"),
-                a.staleness_us.p99 as f64 / o.staleness_us.p99.max(1) as f64,
-                100.0,
-                true,
-            );
+    for pair in PAIRS {
+        let anchor = if find(r, pair.anchor).is_some() {
+            Some((pair.anchor, String::new()))
+        } else if pair.anchor == CLIENT_GO_INDEXER && find(r, "locked").is_some() {
+            Some(("locked", format!(" (control: {CLIENT_GO_INDEXER} did not run)")))
+        } else {
+            None
+        };
+        if let Some((anchor, why)) = anchor {
+            let label = format!("[{}: {} vs {anchor}{why}]", pair.what, pair.ours);
+            out.extend(pair_targets(r, &Pair { anchor, ..pair }, &label, open_loop));
         }
-        push(
-            format!("{ours} apply/s with readers vs {an} (>= 1.0x)"),
-            o.apply_per_s_with_readers / a.apply_per_s_with_readers.max(1e-9),
-            1.0,
-            true,
-        );
-        push(
-            format!("{ours} heap peak vs {an} (<= 1.0x)"),
-            heap_peak(o) as f64 / heap_peak(a).max(1) as f64,
-            1.0,
-            false,
-        );
     }
+    for row in r {
+        if CacheKind::parse(&row.name).is_some_and(CacheKind::is_ours) {
+            out.extend(control_targets(r, &row.name));
+        }
+    }
+    out
+}
+
+fn check(target: String, measured: f64, bound: f64, higher_is_better: bool) -> TargetCheck {
+    let met = if higher_is_better { measured >= bound } else { measured <= bound };
+    TargetCheck { target, measured, bound, met }
+}
+
+/// The targets for one pair, each line prefixed with `label`.
+fn pair_targets(
+    r: &[StoreRowReport],
+    pair: &Pair,
+    label: &str,
+    open_loop: bool,
+) -> Vec<TargetCheck> {
+    let (Some(o), Some(a)) = (find(r, pair.ours), find(r, pair.anchor)) else {
+        return Vec::new();
+    };
+    let (ours, an) = (pair.ours, pair.anchor);
+    let mut out = Vec::new();
     if open_loop {
-        push(
-            format!("{ours} staleness p99 in us (< 1000)"),
+        out.push(check(
+            format!("{label} staleness p99, {an} / {ours} (>= 100x)"),
+            a.staleness_us.p99 as f64 / o.staleness_us.p99.max(1) as f64,
+            100.0,
+            true,
+        ));
+        out.push(check(
+            format!("{label} {ours} staleness p99 in us (< 1000)"),
             o.staleness_us.p99 as f64,
             1000.0,
             false,
-        );
+        ));
     }
-    if let Some(l) = locked {
-        push(
-            format!("{ours} apply/s without readers vs locked (>= 0.7x)"),
+    out.push(check(
+        format!("{label} apply/s with readers, {ours} / {an} (>= 1.0x)"),
+        o.apply_per_s_with_readers / a.apply_per_s_with_readers.max(1e-9),
+        1.0,
+        true,
+    ));
+    out.push(check(
+        format!("{label} heap, structure bytes per entry, {ours} / {an} (<= 1.0x)"),
+        o.memory.structure_per_entry_idle.max(0.0) / a.memory.structure_per_entry_idle.max(1.0),
+        1.0,
+        false,
+    ));
+    out.push(check(
+        format!(
+            "{label} heap, total after the build (objects + structure), {ours} / {an} (<= 1.0x)"
+        ),
+        o.memory.total_bytes as f64 / a.memory.total_bytes.max(1) as f64,
+        1.0,
+        false,
+    ));
+    out
+}
+
+/// Our store `ours` against the `locked` control and against itself.
+fn control_targets(r: &[StoreRowReport], ours: &str) -> Vec<TargetCheck> {
+    let Some(o) = find(r, ours) else { return Vec::new() };
+    let label = format!("[control: {ours}]");
+    let mut out = Vec::new();
+    if let Some(l) = find(r, "locked") {
+        out.push(check(
+            format!("{label} apply/s without readers vs locked (>= 0.7x)"),
             o.apply_per_s / l.apply_per_s.max(1e-9),
             0.7,
             true,
-        );
-        push(
-            format!("{ours} structure bytes/entry vs locked, idle (<= 1.5x)"),
+        ));
+        out.push(check(
+            format!("{label} structure bytes/entry vs locked, idle (<= 1.5x)"),
             o.memory.structure_per_entry_idle / l.memory.structure_per_entry_idle.max(1.0),
             1.5,
             false,
-        );
-        push(
-            format!("{ours} structure bytes/entry vs locked, reader holding (<= 1.5x)"),
+        ));
+        out.push(check(
+            format!("{label} structure bytes/entry vs locked, reader holding (<= 1.5x)"),
             o.memory.structure_per_entry_holding / l.memory.structure_per_entry_holding.max(1.0),
             1.5,
             false,
-        );
+        ));
     }
-    push(
-        format!("{ours} apply/s with readers vs its own without (>= 0.9x)"),
+    out.push(check(
+        format!("{label} apply/s with readers vs its own without (>= 0.9x)"),
         o.apply_per_s_with_readers / o.apply_per_s.max(1e-9),
         0.9,
         true,
-    );
+    ));
     if let Some(c) = &o.read_costs {
-        push(
-            format!("{ours} owner lookup of one owner's pods, owned, alone, us (< 20)"),
+        out.push(check(
+            format!("{label} owner lookup of one owner's pods, owned, alone, us (< 20)"),
             c.owner_us,
             20.0,
             false,
-        );
+        ));
+    }
+    out
+}
+
+/// The notes of a report: how to read its pairs, its visibility points and its memory figures.
+pub fn notes(r: &[StoreRowReport]) -> Vec<String> {
+    let mut out = vec![
+        format!(
+            "Headline pairs, like against like: {}. A pipeline row's update is visible when its registered event handler receives it (source, queue, batched apply, publication and the hop to the handler's thread); a store row's when the store publishes it. The targets name the pair each line uses.",
+            PAIRS
+                .iter()
+                .map(|p| format!("{} vs {} ({})", p.ours, p.anchor, p.what))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "Heap: the Rust rows count the allocator's live bytes; the Go rows count the live heap (runtime.GC(), then MemStats.HeapAlloc) in the memory phase. The peak heap of a Rust row is the allocator's exact peak; of a Go row the largest HeapAlloc sampled every 100 ms, garbage not yet collected included. Peak RSS is the kernel's high-water mark (VmHWM) or the largest 100 ms sample, for every row. Every heap figure includes the update pools the harness generates.".to_owned(),
+        "Reclamation: the Go rows free superseded pods on the garbage collector's background workers; the Rust rows free them on the writer's thread, except snapshot-bg and locked-bg (a reclaimer thread).".to_owned(),
+    ];
+    let rust = r.iter().find(|b| rows::group(&b.name) != Group::Pipeline && b.go_runtime.is_none());
+    let go = r.iter().find(|b| b.go_runtime.is_some());
+    if let (Some(rs), Some(go)) = (rust, go) {
+        out.push(format!(
+            "Objects: a k8s_openapi Pod costs {:.1}x a Go v1.Pod in memory in this run ({} B against {} B per pod): a difference of the languages' types, not of the stores. So the heap target is checked twice, on the structure per entry (the store's own cost) and on the total (objects plus structure); both are shown.",
+            rs.memory.bytes_per_object as f64 / go.memory.bytes_per_object.max(1) as f64,
+            rs.memory.bytes_per_object,
+            go.memory.bytes_per_object,
+        ));
+    } else {
+        out.push("Objects: a k8s_openapi Pod costs more than twice a Go v1.Pod in memory (a difference of the languages' types, not of the stores), so the heap target is checked on the structure per entry and on the total; run the client-go rows to see the ratio.".to_owned());
     }
     out
 }
@@ -212,7 +296,21 @@ fn with_range(text: String, range: Option<(f64, f64)>, fmt: impl Fn(f64) -> Stri
     }
 }
 
-/// The side-by-side tables (figures, read costs, sweep) and the targets.
+/// The rows in report order, grouped: informer pipelines, stores alone, controls.
+fn grouped(report: &StoreReport) -> Vec<(Group, Vec<(usize, &StoreRowReport)>)> {
+    [Group::Pipeline, Group::Store, Group::Control]
+        .into_iter()
+        .map(|g| {
+            let members: Vec<(usize, &StoreRowReport)> =
+                report.rows.iter().enumerate().filter(|(_, r)| rows::group(&r.name) == g).collect();
+            (g, members)
+        })
+        .filter(|(_, m)| !m.is_empty())
+        .collect()
+}
+
+/// The side-by-side tables (figures by group, the headline pairs, Go runtime, read costs,
+/// sweep), the targets and the notes.
 pub fn table(report: &StoreReport) -> String {
     let mut s = String::new();
     let p = &report.params;
@@ -220,11 +318,17 @@ pub fn table(report: &StoreReport) -> String {
     let range = |i: usize, path: &str| spread.and_then(|sp| sp.range(&format!("/rows/{i}{path}")));
     let _ = writeln!(
         s,
-        "store scenario: {} pods ({:?} profile: {} B as JSON, {} B in memory), {} readers {}, saturation {} updates, open loop {}/s for {:.0}s, allocator {}{}\n",
+        "store scenario: {} pods ({:?} profile, {} B as JSON), {} readers {}, saturation {} updates, open loop {}/s for {:.0}s, allocator {}{}",
         p.objects,
         p.pod_profile,
-        report.rows.first().map(|b| b.memory.json_bytes_per_object).unwrap_or(0),
-        report.rows.first().map(|b| b.memory.bytes_per_object).unwrap_or(0),
+        // The pods as JSON from a Rust row (Go's encoder also writes empty fields).
+        report
+            .rows
+            .iter()
+            .find(|b| b.go_runtime.is_none())
+            .or(report.rows.first())
+            .map(|b| b.memory.json_bytes_per_object)
+            .unwrap_or(0),
         p.readers,
         p.placement.name(),
         p.updates,
@@ -238,9 +342,8 @@ pub fn table(report: &StoreReport) -> String {
             _ => String::new(),
         },
     );
-    let _ = writeln!(
-        s,
-        "{:<14} {:>24} {:>24} {:>30} {:>16} {:>15} {:>13} {:>15} {:>9} {:>9} {:>9} {:>6} {:>6}",
+    let header = format!(
+        "{:<18} {:>24} {:>24} {:>30} {:>16} {:>15} {:>13} {:>15} {:>6} {:>9} {:>9} {:>9} {:>6} {:>6}",
         "row",
         "apply/s",
         "w/readers",
@@ -249,38 +352,50 @@ pub fn table(report: &StoreReport) -> String {
         "list p50/p99",
         "index p50/p99",
         "nslist p50/p99",
+        "B/pod",
         "heap MiB",
         "peak MiB",
         "rss MiB",
         "B/ent",
         "B/hold"
     );
-    for (i, b) in report.rows.iter().enumerate() {
-        let int = |v: f64| format!("{v:.0}");
-        let us = |v: f64| fmt_us(v as u64);
-        let _ = writeln!(
-            s,
-            "{:<14} {:>24} {:>24} {:>30} {:>16} {:>15} {:>13} {:>15} {:>9} {:>9} {:>9} {:>6.0} {:>6.0}",
-            b.name,
-            with_range(int(b.apply_per_s), range(i, "/apply_per_s"), int),
-            with_range(int(b.apply_per_s_with_readers), range(i, "/apply_per_s_with_readers"), int),
-            format!(
-                "{}/{}/{}",
-                fmt_us(b.staleness_us.p50),
-                with_range(fmt_us(b.staleness_us.p99), range(i, "/staleness_us/p99"), us),
-                fmt_us(b.staleness_us.max)
-            ),
-            format!("{}/{}", b.queue_depth_max, b.queue_depth_end),
-            format!("{}/{}", fmt_us(b.list_us.p50), fmt_us(b.list_us.p99)),
-            format!("{}/{}", fmt_us(b.index_us.p50), fmt_us(b.index_us.p99)),
-            format!("{}/{}", fmt_us(b.ns_list_us.p50), fmt_us(b.ns_list_us.p99)),
-            mib(b.memory.total_bytes),
-            mib(heap_peak(b)),
-            mib(b.memory_trace.rss_peak_bytes.max(b.rss_bytes)),
-            b.memory.structure_per_entry_idle,
-            b.memory.structure_per_entry_holding,
-        );
+    for (group, members) in grouped(report) {
+        let _ = writeln!(s, "\n{}:", group.heading());
+        let _ = writeln!(s, "{header}");
+        for (i, b) in members {
+            let int = |v: f64| format!("{v:.0}");
+            let us = |v: f64| fmt_us(v as u64);
+            let _ = writeln!(
+                s,
+                "{:<18} {:>24} {:>24} {:>30} {:>16} {:>15} {:>13} {:>15} {:>6} {:>9} {:>9} {:>9} {:>6.0} {:>6.0}",
+                b.name,
+                with_range(int(b.apply_per_s), range(i, "/apply_per_s"), int),
+                with_range(
+                    int(b.apply_per_s_with_readers),
+                    range(i, "/apply_per_s_with_readers"),
+                    int
+                ),
+                format!(
+                    "{}/{}/{}",
+                    fmt_us(b.staleness_us.p50),
+                    with_range(fmt_us(b.staleness_us.p99), range(i, "/staleness_us/p99"), us),
+                    fmt_us(b.staleness_us.max)
+                ),
+                format!("{}/{}", b.queue_depth_max, b.queue_depth_end),
+                format!("{}/{}", fmt_us(b.list_us.p50), fmt_us(b.list_us.p99)),
+                format!("{}/{}", fmt_us(b.index_us.p50), fmt_us(b.index_us.p99)),
+                format!("{}/{}", fmt_us(b.ns_list_us.p50), fmt_us(b.ns_list_us.p99)),
+                b.memory.bytes_per_object,
+                mib(b.memory.total_bytes),
+                mib(heap_peak(b)),
+                mib(b.memory_trace.rss_peak_bytes.max(b.rss_bytes)),
+                b.memory.structure_per_entry_idle,
+                b.memory.structure_per_entry_holding,
+            );
+        }
     }
+    pairs_table(&mut s, report);
+    go_runtime_lines(&mut s, report);
     read_costs_table(&mut s, report);
     open_loop_time_table(&mut s, report);
     sweep_table(&mut s, report);
@@ -297,7 +412,7 @@ pub fn table(report: &StoreReport) -> String {
         );
     }
     if !report.targets.is_empty() {
-        let _ = writeln!(s, "\ntargets (ratios from this report):");
+        let _ = writeln!(s, "\ntargets (ratios from this report; [pair] = the rows compared):");
         for t in &report.targets {
             let _ = writeln!(
                 s,
@@ -309,7 +424,106 @@ pub fn table(report: &StoreReport) -> String {
             );
         }
     }
+    if !report.notes.is_empty() {
+        let _ = writeln!(s, "\nnotes:");
+        for n in &report.notes {
+            let _ = writeln!(s, "  - {n}");
+        }
+    }
     s
+}
+
+/// Ours against client-go, pair by pair: the headline ratios side by side.
+fn pairs_table(s: &mut String, report: &StoreReport) {
+    let present: Vec<(&Pair, &StoreRowReport, &StoreRowReport)> = PAIRS
+        .iter()
+        .filter_map(|p| Some((p, find(&report.rows, p.ours)?, find(&report.rows, p.anchor)?)))
+        .collect();
+    if present.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nheadline pairs (ours vs client-go; ratio = client-go / ours for staleness, ours / client-go otherwise):"
+    );
+    let _ = writeln!(
+        s,
+        "{:<20} {:<34} {:>26} {:>26} {:>20} {:>22} {:>22}",
+        "pair",
+        "rows",
+        "staleness p99",
+        "apply/s w/readers",
+        "B/entry structure",
+        "heap total MiB",
+        "peak RSS MiB"
+    );
+    for (p, o, a) in present {
+        let ratio = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::NAN };
+        let _ = writeln!(
+            s,
+            "{:<20} {:<34} {:>26} {:>26} {:>20} {:>22} {:>22}",
+            p.what,
+            format!("{} vs {}", p.ours, p.anchor),
+            format!(
+                "{} vs {} ({:.0}x)",
+                fmt_us(o.staleness_us.p99),
+                fmt_us(a.staleness_us.p99),
+                ratio(a.staleness_us.p99 as f64, o.staleness_us.p99.max(1) as f64)
+            ),
+            format!(
+                "{:.0} vs {:.0} ({:.2}x)",
+                o.apply_per_s_with_readers,
+                a.apply_per_s_with_readers,
+                ratio(o.apply_per_s_with_readers, a.apply_per_s_with_readers)
+            ),
+            format!(
+                "{:.0} vs {:.0} ({:.2}x)",
+                o.memory.structure_per_entry_idle,
+                a.memory.structure_per_entry_idle,
+                ratio(o.memory.structure_per_entry_idle, a.memory.structure_per_entry_idle)
+            ),
+            format!(
+                "{} vs {} ({:.2}x)",
+                mib(o.memory.total_bytes),
+                mib(a.memory.total_bytes),
+                ratio(o.memory.total_bytes as f64, a.memory.total_bytes as f64)
+            ),
+            format!(
+                "{} vs {} ({:.2}x)",
+                mib(o.memory_trace.rss_peak_bytes),
+                mib(a.memory_trace.rss_peak_bytes),
+                ratio(o.memory_trace.rss_peak_bytes as f64, a.memory_trace.rss_peak_bytes as f64)
+            ),
+        );
+    }
+}
+
+/// One line of Go runtime figures per Go row.
+fn go_runtime_lines(s: &mut String, report: &StoreReport) {
+    if report.rows.iter().all(|r| r.go_runtime.is_none()) {
+        return;
+    }
+    let _ = writeln!(s, "\nGo runtime (the client-go rows):");
+    for b in &report.rows {
+        let Some(go) = &b.go_runtime else { continue };
+        let _ = writeln!(
+            s,
+            "  {}: {} with client-go {}, GOMAXPROCS {}, GOGC {}; {} GCs ({} forced), {:.1} ms paused, GC CPU {:.1}%; peak heap sampled {} MiB (in use {}, live {}); placement: {}",
+            b.name,
+            go.go_version,
+            go.client_go_version,
+            go.gomaxprocs,
+            if go.gogc.is_empty() { "100 (default)" } else { &go.gogc },
+            go.gc_cycles,
+            go.gc_forced_cycles,
+            go.gc_pause_total_us as f64 / 1000.0,
+            go.gc_cpu_fraction * 100.0,
+            mib(go.peak_heap_alloc_bytes),
+            mib(go.peak_heap_inuse_bytes),
+            mib(go.peak_heap_live_bytes),
+            go.placement,
+        );
+    }
 }
 
 fn opt_us(v: Option<f64>) -> String {
@@ -322,11 +536,11 @@ fn read_costs_table(s: &mut String, report: &StoreReport) {
     }
     let _ = writeln!(
         s,
-        "\nreads alone (one thread, no writer; median us; owned = copied Arcs, borrowed = ours only; hot scan = node and phase of every pod):"
+        "\nreads alone (one thread, no writer; median us; owned = copied Arcs (Go: copied pointers), borrowed = ours only; hot scan = node and phase of every pod):"
     );
     let _ = writeln!(
         s,
-        "{:<16} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14} {:>14} {:>10}",
+        "{:<18} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14} {:>14} {:>10}",
         "row",
         "list",
         "list borr.",
@@ -343,7 +557,7 @@ fn read_costs_table(s: &mut String, report: &StoreReport) {
         let Some(c) = &r.read_costs else { continue };
         let _ = writeln!(
             s,
-            "{:<16} {:>12.1} {:>12} {:>12.1} {:>12} {:>12.1} {:>12} {:>14} {:>14.1} {:>14.1} {:>10.0}",
+            "{:<18} {:>12.1} {:>12} {:>12.1} {:>12} {:>12.1} {:>12} {:>14} {:>14} {:>14.1} {:>10.0}",
             r.name,
             c.list_us,
             opt_us(c.list_borrowed_us),
@@ -352,7 +566,7 @@ fn read_costs_table(s: &mut String, report: &StoreReport) {
             c.owner_us,
             opt_us(c.owner_borrowed_us),
             opt_us(c.hot_scan_borrowed_us),
-            c.arc_clone_ns_per_object,
+            opt_us(c.arc_clone_ns_per_object),
             c.pointer_copy_ns_per_object,
             heap_per_pod(r, report.params.objects),
         );
@@ -427,13 +641,13 @@ fn sweep_table(s: &mut String, report: &StoreReport) {
         report.params.sweep_duration_s,
         super::MAX_BATCH
     );
-    let mut header = format!("{:<14}", "row");
+    let mut header = format!("{:<18}", "row");
     for r in &rates {
         let _ = write!(header, " {:>18}", format!("{r}/s"));
     }
     let _ = writeln!(s, "{header} {:>14}", "sustains");
     for row in &report.rows {
-        let mut line = format!("{:<14}", row.name);
+        let mut line = format!("{:<18}", row.name);
         for rate in &rates {
             let cell = match row.sweep.iter().find(|p| p.rate == *rate) {
                 Some(p) => format!(

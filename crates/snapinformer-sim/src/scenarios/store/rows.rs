@@ -12,18 +12,25 @@
 //! ```
 //!
 //! and writes one [`StoreRowReport`](super::StoreRowReport) as JSON to the `--worker-out` file.
-//! In-process rows ([`CacheKind`]) run in this executable; a row backed by another program (the
-//! Go `client-go` worker) is a [`Runner::Program`] entry.
+//! In-process rows ([`InProcessRow`]) run in this executable; the Go rows run in the client-go
+//! worker ([`crate::rows::client_go`]), built before the first row runs.
+//!
+//! The rows are compared in pairs ([`PAIRS`]): each of ours against the client-go row that
+//! measures the same thing at the same point.
 
 use std::path::PathBuf;
 
+use super::InProcessRow;
 use crate::rows::CacheKind;
 
 /// How a row's worker is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Runner {
-    /// This executable's `store --worker <name>`, running the in-process cache.
-    InProcess(CacheKind),
+    /// This executable's `store --worker <name>`: a cache alone or our informer pipeline.
+    InProcess(InProcessRow),
+    /// The Go client-go worker of `baselines/client-go` (`snapinformer-client-go store ...`),
+    /// built with `go build` (or taken from the cache) before the first row runs.
+    ClientGo,
     /// Another program speaking the worker protocol (`<program> store ... --worker <name>`).
     Program(PathBuf),
 }
@@ -37,12 +44,83 @@ pub struct StoreRow {
     pub runner: Runner,
 }
 
-/// Every row `store` can run, in report order; without `--rows`, all of them run.
+/// What a row measures, for grouping the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// A whole informer (source, queue, batched apply, handler); visible at the handler.
+    Pipeline,
+    /// A store alone, ours or client-go's; visible at publication.
+    Store,
+    /// Our Rust baselines and variants (controls); visible at publication.
+    Control,
+}
+
+impl Group {
+    /// Heading of the group in the report.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Group::Pipeline => {
+                "informer pipelines (visible when the registered event handler receives the update)"
+            }
+            Group::Store => "stores alone (visible when the store publishes the update)",
+            Group::Control => "controls: Rust baselines and variants (visible at publication)",
+        }
+    }
+}
+
+/// The group of the row named `name`.
+pub fn group(name: &str) -> Group {
+    match name {
+        super::informer_row::NAME | CLIENT_GO => Group::Pipeline,
+        "snapshot" | "snapshot-bg" | CLIENT_GO_INDEXER => Group::Store,
+        _ => Group::Control,
+    }
+}
+
+/// The Go informer row.
+pub const CLIENT_GO: &str = "client-go";
+/// The Go bare-indexer row.
+pub const CLIENT_GO_INDEXER: &str = "client-go-indexer";
+
+/// One of ours against the client-go row that measures the same thing at the same point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    /// What the pair compares.
+    pub what: &'static str,
+    /// Our row.
+    pub ours: &'static str,
+    /// The client-go row.
+    pub anchor: &'static str,
+}
+
+/// The headline pairs: the informer pipelines, and the stores alone.
+pub const PAIRS: [Pair; 3] = [
+    Pair { what: "informer pipelines", ours: super::informer_row::NAME, anchor: CLIENT_GO },
+    Pair { what: "stores alone", ours: "snapshot", anchor: CLIENT_GO_INDEXER },
+    Pair { what: "stores alone", ours: "snapshot-bg", anchor: CLIENT_GO_INDEXER },
+];
+
+/// Every row `store` can run, in report order (the pairs first); without `--rows`, all of them
+/// run.
 pub fn registry() -> Vec<StoreRow> {
-    CacheKind::ALL
-        .into_iter()
-        .map(|k| StoreRow { name: k.name().to_owned(), runner: Runner::InProcess(k) })
-        .collect()
+    let in_process = |row: InProcessRow| StoreRow {
+        name: row.name().to_owned(),
+        runner: Runner::InProcess(row),
+    };
+    let go = |name: &str| StoreRow { name: name.to_owned(), runner: Runner::ClientGo };
+    let mut rows = vec![
+        in_process(InProcessRow::Informer),
+        go(CLIENT_GO),
+        in_process(InProcessRow::Cache(CacheKind::Snapshot)),
+        in_process(InProcessRow::Cache(CacheKind::SnapshotBg)),
+        go(CLIENT_GO_INDEXER),
+    ];
+    for kind in CacheKind::ALL {
+        if !rows.iter().any(|r| r.name == kind.name()) {
+            rows.push(in_process(InProcessRow::Cache(kind)));
+        }
+    }
+    rows
 }
 
 /// The rows named in `names` (report order kept as given), or every row when `names` is empty.
@@ -69,9 +147,36 @@ mod tests {
     #[test]
     fn rows_are_selected_by_name_in_the_order_given() {
         let rows = select(&["locked".into(), "snapshot".into()]).unwrap();
-        assert_eq!(rows[0].runner, Runner::InProcess(CacheKind::Locked));
+        assert_eq!(rows[0].runner, Runner::InProcess(InProcessRow::Cache(CacheKind::Locked)));
         assert_eq!(rows[1].name, "snapshot");
-        assert_eq!(select(&[]).unwrap().len(), CacheKind::ALL.len());
         assert!(select(&["etcd".into()]).unwrap_err().contains("unknown row \"etcd\""));
+    }
+
+    #[test]
+    fn the_default_rows_are_every_cache_our_informer_and_both_client_go_rows() {
+        let all = select(&[]).unwrap();
+        assert_eq!(all.len(), CacheKind::ALL.len() + 3);
+        let names: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names[..5],
+            ["snapinformer", "client-go", "snapshot", "snapshot-bg", "client-go-indexer"],
+            "the pairs come first"
+        );
+        for name in [CLIENT_GO, CLIENT_GO_INDEXER] {
+            let row = all.iter().find(|r| r.name == name).unwrap();
+            assert_eq!(row.runner, Runner::ClientGo);
+        }
+        for kind in CacheKind::ALL {
+            assert!(names.contains(&kind.name()), "{} is a default row", kind.name());
+        }
+    }
+
+    #[test]
+    fn every_pair_names_rows_of_the_same_group() {
+        for pair in PAIRS {
+            assert_eq!(group(pair.ours), group(pair.anchor), "{pair:?}");
+            assert_ne!(group(pair.ours), Group::Control);
+        }
+        assert_eq!(group("locked-batch"), Group::Control);
     }
 }

@@ -8,15 +8,22 @@
 //! noisy point) is credited only up to the first rate it did not sustain.
 //!
 //! Each point generates its own `rate * duration` updates before it starts (not measured) and
-//! frees them after, so the heap holds one point's updates at a time.
+//! frees them after, so the heap holds one point's updates at a time. Point `i` (from 0) draws
+//! its updates with seed `100 + i`, resource versions continuing from the previous phase; the
+//! Go worker does the same.
 
 use std::sync::Arc;
 
-use super::{MAX_BATCH, open_loop, readers::Readers};
+use super::{InProcessRow, MAX_BATCH, RowDriver, readers::Readers};
 use crate::{
-    harness::{PhaseLog, placement::WriterPriority, stats::Summary},
-    pods::Shape,
-    rows::{CacheKind, CacheReader, CacheWriter},
+    harness::{
+        PhaseLog,
+        heap::{HeapMeter, settled},
+        placement::WriterPriority,
+        stats::Summary,
+    },
+    pods::{Shape, WorkloadDigest},
+    rows::CacheReader,
 };
 
 /// Staleness p99 at or above this is not sustainable, microseconds.
@@ -59,7 +66,7 @@ pub fn highest_sustainable_rate(points: &[SweepPoint]) -> Option<u64> {
 /// The load of every point of a sweep.
 pub struct Load<'a> {
     /// The row (its updates are generated in the form it holds pods).
-    pub kind: CacheKind,
+    pub row: InProcessRow,
     /// The population.
     pub shape: &'a Shape,
     /// Reader threads.
@@ -72,27 +79,34 @@ pub struct Load<'a> {
     pub writer_priority: WriterPriority,
     /// Seed of the point's updates.
     pub seed: u64,
+    /// The heap, to wait until it stops shrinking before the point starts.
+    pub heap: &'a dyn HeapMeter,
 }
 
-/// Runs one point of the sweep at `rate`, with resource versions from `first_rv`.
+/// Runs one point of the sweep at `rate`, with resource versions from `first_rv`; adds its
+/// updates to `digest` as phase `sweep-<rate>`.
 pub fn point(
-    store: &mut dyn CacheWriter,
+    row: &mut dyn RowDriver,
     reader: &Arc<dyn CacheReader>,
     load: &Load<'_>,
     rate: u64,
     first_rv: u64,
+    digest: &mut WorkloadDigest,
     log: PhaseLog<'_>,
-) -> SweepPoint {
+) -> Result<SweepPoint, String> {
     let count = ((rate as f64 * load.duration_s) as usize).max(1);
     log(&format!("sweep {rate}/s: generating {count} updates"));
-    let pool = super::updates(load.kind, load.shape, count, first_rv, load.seed);
+    let pool = super::updates(load.row, load.shape, count, first_rv, load.seed);
+    super::add_to_digest(digest, &format!("sweep-{rate}"), &pool);
     log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
+    settled(load.heap);
     let readers = Readers::start(reader.clone(), load.readers, load.shape, load.reader_core);
     load.writer_priority.enter();
-    let ol = open_loop::run(store, pool, rate);
+    let ol = row.open_loop(pool, rate);
     load.writer_priority.leave();
     let rl = readers.stop();
-    SweepPoint {
+    let ol = ol?;
+    Ok(SweepPoint {
         rate,
         updates: count as u64,
         elapsed_s: ol.elapsed_s,
@@ -100,7 +114,7 @@ pub fn point(
         queue_depth_max: ol.depth_max,
         queue_depth_end: ol.depth_end,
         reader_ops_per_s: rl.ops as f64 / ol.elapsed_s.max(1e-9),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,448 @@
+//! The `snapinformer` row: our whole informer pipeline, measured exactly as the Go `client-go`
+//! row measures client-go's.
+//!
+//! The pipeline is the product as a user runs it: a [`snapinformer_core::Informer`] with its
+//! defaults (a `RealFifo` queue, batches of up to 1000 deltas, our chunked store with the pod
+//! indexes) started on a multi-threaded Tokio runtime with one worker per core (as Go runs
+//! client-go's goroutines on `GOMAXPROCS` = cores threads), and one registered
+//! [`EventHandler`] on the handler thread the informer gives it.
+//!
+//! The source stands in for a reflector over an API server, shaped like the Go row's
+//! `ListerWatcher`: the initial list goes to the queue's `replace`; after that a *feeder*
+//! thread sends each update into an unbounded channel (the watch stream) at its scheduled slot
+//! (`start + i / rate`), and a *reflector* task on the runtime reads the channel and calls the
+//! queue's `update`, as the reflector does for a `MODIFIED` event. The channel never throttles
+//! the feeder, so arrivals keep to their schedule whatever the informer does (open loop).
+//!
+//! **Visibility** is when the registered handler's `on_update` receives the update: after the
+//! queue, the batched apply and publication, and the hop to the handler's thread, the moment a
+//! controller's event handler (and so its work queue) learns of the change. That is the Go
+//! `client-go` row's visibility point; the store rows (`snapshot`, `client-go-indexer`, ...)
+//! measure at publication instead. Staleness is measured from each update's scheduled slot,
+//! queue depth is arrived minus received.
+//!
+//! Readers read the informer's snapshots with owned results (copied `Arc`s), as they read the
+//! `snapshot` row.
+
+use std::{
+    sync::{Arc, Condvar, Mutex, MutexGuard},
+    thread,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use snapinformer_core::{
+    DeltaObject, EventHandler, HandlerOptions, Informer, InformerBuilder, QueueKind,
+    parse_resource_version,
+};
+use snapinformer_store::StoreBuilder;
+
+use super::{
+    RowDriver,
+    open_loop::{OpenLoop, WriterTime},
+};
+use crate::{
+    harness::{
+        placement::{Cores, pin},
+        stats::Latency,
+    },
+    pods::{access, pod_indexers},
+    rows::{CacheReader, Objects, snapshot::SnapshotReader},
+};
+
+/// Report name of the row.
+pub const NAME: &str = "snapinformer";
+
+/// How long a phase may take beyond its schedule before the row gives up.
+const PHASE_LIMIT: Duration = Duration::from_secs(600);
+
+/// The open loop's schedule: update `i` arrives at `start + i / rate`.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    start: Instant,
+    ns_per: f64,
+    total: usize,
+}
+
+impl Schedule {
+    fn slot(&self, i: usize) -> Instant {
+        self.start + Duration::from_nanos((i as f64 * self.ns_per) as u64)
+    }
+    /// Updates arrived by `now` (update 0 arrives at `start`).
+    fn arrived(&self, now: Instant) -> usize {
+        let a =
+            (now.saturating_duration_since(self.start).as_nanos() as f64 / self.ns_per) as usize;
+        (a + 1).min(self.total)
+    }
+    fn end(&self) -> Instant {
+        self.slot(self.total)
+    }
+}
+
+/// One batch of updates the row sends and waits for.
+struct Phase {
+    first_rv: u64,
+    count: usize,
+    /// The open loop's schedule; `None` in a saturation phase.
+    schedule: Option<Schedule>,
+    staleness: Latency,
+    depth_max: u64,
+    visible: usize,
+    last: Option<Instant>,
+}
+
+/// What the handler and the row share.
+#[derive(Default)]
+struct State {
+    phase: Option<Phase>,
+    initial_adds: usize,
+    unexpected: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The registered handler: marks each update visible when it receives it.
+struct VisibilityHandler {
+    shared: Arc<Shared>,
+    /// The writer side's core with the pinned placement; the handler's thread pins itself on
+    /// its first notification.
+    core: Option<core_affinity::CoreId>,
+    pinned: bool,
+}
+
+impl VisibilityHandler {
+    fn pin_once(&mut self) {
+        if !self.pinned {
+            pin(self.core);
+            self.pinned = true;
+        }
+    }
+}
+
+impl EventHandler<Pod> for VisibilityHandler {
+    fn on_add(&mut self, _obj: &Arc<Pod>, is_in_initial_list: bool) {
+        self.pin_once();
+        let mut s = self.shared.lock();
+        if is_in_initial_list {
+            s.initial_adds += 1;
+            self.shared.changed.notify_all();
+        } else {
+            s.unexpected += 1;
+        }
+    }
+
+    fn on_update(&mut self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+        let now = Instant::now();
+        self.pin_once();
+        let rv = new.metadata.resource_version.as_deref().and_then(parse_resource_version);
+        let mut guard = self.shared.lock();
+        let s = &mut *guard;
+        let Some(p) = s.phase.as_mut() else {
+            s.unexpected += 1;
+            return;
+        };
+        let Some(i) = rv
+            .and_then(|rv| rv.checked_sub(p.first_rv))
+            .map(|i| i as usize)
+            .filter(|i| *i < p.count)
+        else {
+            s.unexpected += 1;
+            return;
+        };
+        if let Some(sched) = &p.schedule {
+            p.staleness.record(now.saturating_duration_since(sched.slot(i)));
+            p.depth_max = p.depth_max.max(sched.arrived(now).saturating_sub(p.visible) as u64);
+        }
+        p.visible += 1;
+        p.last = Some(now);
+        if p.visible == p.count {
+            self.shared.changed.notify_all();
+        }
+    }
+
+    fn on_delete(&mut self, _obj: &DeltaObject<Pod>) {
+        self.shared.lock().unexpected += 1;
+    }
+}
+
+/// Our informer pipeline as a row of the `store` scenario (see the module docs).
+pub struct InformerRow {
+    informer: Informer<Pod>,
+    /// The watch stream the reflector task reads.
+    watch: tokio::sync::mpsc::UnboundedSender<Arc<Pod>>,
+    shared: Arc<Shared>,
+    writer_core: Option<core_affinity::CoreId>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl InformerRow {
+    /// Builds the informer, registers the handler and starts the pipeline (empty until
+    /// [`RowDriver::build`]). With the pinned placement the runtime's workers, the feeder and
+    /// the handler's thread run on the writer's core.
+    pub fn start(cores: Cores) -> Result<Self, String> {
+        let writer_core = cores.writer;
+        let workers = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("informer-rt")
+            .on_thread_start(move || pin(writer_core))
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the informer's runtime: {e}"))?;
+        let informer: Informer<Pod> = InformerBuilder::with_store(
+            StoreBuilder::new(access::<Pod>()).indexers(pod_indexers()),
+        )
+        .name("pods")
+        .queue(QueueKind::Real)
+        .build()
+        .map_err(|e| format!("building the informer: {e}"))?;
+        let shared = Arc::new(Shared::default());
+        informer
+            .add_event_handler_with(
+                VisibilityHandler { shared: shared.clone(), core: writer_core, pinned: false },
+                HandlerOptions::new().name("visibility"),
+            )
+            .map_err(|e| format!("registering the handler: {e}"))?;
+        let (watch, mut stream) = tokio::sync::mpsc::unbounded_channel::<Arc<Pod>>();
+        {
+            let _entered = runtime.enter();
+            informer.start().map_err(|e| format!("starting the informer: {e}"))?;
+        }
+        let queue = informer.queue().clone();
+        runtime.spawn(async move {
+            // The reflector: every watch event becomes a queue update, in order.
+            while let Some(pod) = stream.recv().await {
+                if queue.update(pod).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(InformerRow { informer, watch, shared, writer_core, runtime })
+    }
+
+    /// Sends `pool` (at once, or on `rate`'s schedule from a feeder thread) and waits until the
+    /// handler received every update; returns the phase and the schedule's depth samples.
+    fn run(
+        &mut self,
+        pool: Vec<Arc<Pod>>,
+        rate: Option<u64>,
+    ) -> Result<(Phase, Vec<(f64, u64)>), String> {
+        let count = pool.len();
+        let Some(first) = pool.first() else {
+            return Ok((empty_phase(), Vec::new()));
+        };
+        let first_rv = first
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(parse_resource_version)
+            .ok_or("an update without a numeric resource version")?;
+        // The feeder thread exists before the schedule starts, so that starting it is not
+        // counted as the first updates' staleness.
+        let mut pool = Some(pool);
+        let (start_feeder, feeder) = match rate {
+            None => (None, None),
+            Some(_) => {
+                let pool = pool.take().unwrap_or_default();
+                let (tx, rx) = std::sync::mpsc::channel::<Schedule>();
+                let (watch, core) = (self.watch.clone(), self.writer_core);
+                let handle = thread::Builder::new()
+                    .name("feeder".into())
+                    .spawn(move || {
+                        pin(core);
+                        let Ok(sched) = rx.recv() else { return };
+                        let mut pool = pool.into_iter();
+                        let mut sent = 0;
+                        while sent < sched.total {
+                            let arrived = sched.arrived(Instant::now());
+                            while sent < arrived {
+                                let Some(pod) = pool.next() else { return };
+                                if watch.send(pod).is_err() {
+                                    return;
+                                }
+                                sent += 1;
+                            }
+                            if sent < sched.total {
+                                let next = sched.slot(sent);
+                                let now = Instant::now();
+                                if next > now {
+                                    thread::sleep(next - now);
+                                }
+                            }
+                        }
+                    })
+                    .map_err(|e| format!("spawning the feeder: {e}"))?;
+                (Some(tx), Some(handle))
+            }
+        };
+        let schedule = rate.map(|rate| Schedule {
+            start: Instant::now(),
+            ns_per: 1e9 / rate.max(1) as f64,
+            total: count,
+        });
+        self.shared.lock().phase = Some(Phase {
+            first_rv,
+            count,
+            schedule,
+            staleness: Latency::default(),
+            depth_max: 0,
+            visible: 0,
+            last: None,
+        });
+        match (start_feeder, schedule) {
+            (Some(tx), Some(sched)) => tx.send(sched).map_err(|_| "the feeder ended early")?,
+            _ => {
+                for pod in pool.into_iter().flatten() {
+                    self.watch.send(pod).map_err(|_| "the reflector task ended")?;
+                }
+            }
+        }
+        let deadline = Instant::now()
+            + PHASE_LIMIT
+            + schedule.map_or(Duration::ZERO, |s| s.end().saturating_duration_since(s.start));
+        let mut series = Vec::new();
+        let mut guard = self.shared.lock();
+        loop {
+            let p = guard.phase.as_ref().expect("the phase stays until taken");
+            if p.visible == p.count {
+                break;
+            }
+            let now = Instant::now();
+            if let Some(sched) = &p.schedule {
+                // The depth series: arrived minus received, about every 50 ms.
+                let depth = sched.arrived(now).saturating_sub(p.visible) as u64;
+                series.push((now.saturating_duration_since(sched.start).as_secs_f64(), depth));
+            }
+            if now > deadline {
+                let (visible, unexpected) = (p.visible, guard.unexpected);
+                return Err(format!(
+                    "only {visible} of {count} updates reached the handler in time ({unexpected} unexpected notifications)"
+                ));
+            }
+            guard = self
+                .shared
+                .changed
+                .wait_timeout(guard, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let phase = guard.phase.take().expect("the phase stays until taken");
+        drop(guard);
+        if let Some(feeder) = feeder {
+            feeder.join().map_err(|_| "the feeder panicked")?;
+        }
+        Ok((phase, series))
+    }
+}
+
+fn empty_phase() -> Phase {
+    Phase {
+        first_rv: 0,
+        count: 0,
+        schedule: None,
+        staleness: Latency::default(),
+        depth_max: 0,
+        visible: 0,
+        last: None,
+    }
+}
+
+impl RowDriver for InformerRow {
+    fn build(&mut self, initial: Objects) -> Result<(), String> {
+        let initial = initial.into_pods();
+        let n = initial.len();
+        let rv = initial
+            .iter()
+            .filter_map(|p| p.metadata.resource_version.as_deref().and_then(parse_resource_version))
+            .max()
+            .unwrap_or(0);
+        self.informer.queue().replace(initial, &rv.to_string()).map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + PHASE_LIMIT;
+        let mut guard = self.shared.lock();
+        while guard.initial_adds < n {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the handler received {} of {n} initial adds in time",
+                    guard.initial_adds
+                ));
+            }
+            guard = self
+                .shared
+                .changed
+                .wait_timeout(guard, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if guard.unexpected > 0 {
+            return Err(format!("{} unexpected notifications", guard.unexpected));
+        }
+        Ok(())
+    }
+
+    fn apply_all(&mut self, pool: Objects) -> Result<(), String> {
+        let pool = pool.into_pods();
+        self.run(pool, None).map(drop)
+    }
+
+    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String> {
+        let pool = pool.into_pods();
+        let (p, mut series) = self.run(pool, Some(rate))?;
+        let Some(sched) = p.schedule else {
+            return Ok(OpenLoop {
+                staleness: p.staleness,
+                depth_max: 0,
+                depth_end: 0,
+                series,
+                elapsed_s: 0.0,
+                writer: WriterTime::default(),
+            });
+        };
+        let last = p.last.unwrap_or(sched.start);
+        let elapsed_s = last.saturating_duration_since(sched.start).as_secs_f64();
+        // Whatever had arrived by the scheduled end but was not yet visible then.
+        let late = last.saturating_duration_since(sched.end()).as_secs_f64();
+        let depth_end = (late * rate as f64).min(p.count as f64) as u64;
+        let depth_max = series.iter().map(|s| s.1).max().unwrap_or(0).max(p.depth_max);
+        series.push((elapsed_s, 0));
+        // The writer here is the informer's processing thread, not this one: its time is not
+        // recorded (`WriterTime` is the cache rows').
+        Ok(OpenLoop {
+            staleness: p.staleness,
+            depth_max,
+            depth_end,
+            series,
+            elapsed_s,
+            writer: WriterTime::default(),
+        })
+    }
+
+    fn reader(&self) -> Arc<dyn CacheReader> {
+        Arc::new(SnapshotReader(self.informer.reader()))
+    }
+
+    fn finish(self: Box<Self>) -> Vec<String> {
+        let unexpected = self.shared.lock().unexpected;
+        let m = self.informer.metrics();
+        let notes = vec![format!(
+            "snapinformer: {} deltas applied in {} publications, {unexpected} unexpected notifications",
+            m.deltas_applied.get(),
+            m.publications.get(),
+        )];
+        let InformerRow { informer, watch, runtime, .. } = *self;
+        drop(watch);
+        runtime.block_on(async {
+            let _ = tokio::time::timeout(Duration::from_secs(30), informer.shutdown()).await;
+        });
+        notes
+    }
+}
