@@ -3,7 +3,8 @@
 //!
 //! - `apply_1000_updates_at_20k/<row>`: one batch of 1000 updates at 20,000 pods;
 //! - `reads_at_200k/<read>/<row>`: the three reads at 200,000 pods (where the by_index target
-//!   is set), **owned** for every row (copied `Arc`s, as client-go copies pointers);
+//!   is set), **owned** for every row (copied `Arc`s of the row's own objects, as client-go
+//!   copies pointers; `snapshot-compact`'s pods are generated and read in compact form);
 //! - `reads_at_200k/<read>_borrowed/<row>`: the same reads borrowed from a snapshot, our rows
 //!   only: an extra, reported beside the owned figures;
 //! - `arc_vs_pointer_at_200k`: cloning (and dropping) the `Arc` of each of 200,000 pods against
@@ -21,13 +22,17 @@ use k8s_openapi::api::core::v1::Pod;
 use snapinformer_sim::{
     pods::{self, NAMESPACE, Shape},
     rows::{CacheKind, CacheWriter},
+    scenarios::store::{InProcessRow, updates},
 };
 
 fn populated(kind: CacheKind, objects: usize) -> (Box<dyn CacheWriter>, Shape) {
     let shape = Shape::for_objects(objects, 1000);
     let mut store = kind.build();
-    for chunk in pods::initial_pods(&shape).chunks(1000) {
-        store.apply(chunk.to_vec(), &mut |_, _| {});
+    let mut initial = kind
+        .objects(shape.total(), |i| pods::make_pod(&shape, i, i as u64 + 1, i % shape.nodes))
+        .into_batches();
+    while initial.remaining() > 0 {
+        store.apply_objects(initial.take(1000), &mut |_, _| {});
     }
     (store, shape)
 }
@@ -42,9 +47,9 @@ fn apply(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     rv += 1000;
-                    pods::updates(&shape, 1000, rv, rv)
+                    updates(InProcessRow::Cache(kind), &shape, 1000, rv, rv)
                 },
-                |batch| store.apply(batch, &mut |_, _| {}),
+                |batch| store.apply_objects(batch, &mut |_, _| {}),
                 criterion::BatchSize::PerIteration,
             )
         });
@@ -70,13 +75,13 @@ fn reads(c: &mut Criterion) {
         let reader = store.reader();
         let owner = pods::owner_uid(7);
         g.bench_function(BenchmarkId::new("by_owner_1000", kind.name()), |b| {
-            b.iter(|| black_box(reader.by_owner(&owner)))
+            b.iter(|| black_box(reader.by_owner_owned(&owner)))
         });
         g.bench_function(BenchmarkId::new("list_all", kind.name()), |b| {
-            b.iter(|| black_box(reader.list_all()))
+            b.iter(|| black_box(reader.list_all_owned()))
         });
         g.bench_function(BenchmarkId::new("ns_list_selector", kind.name()), |b| {
-            b.iter(|| black_box(reader.list_namespace_selector(NAMESPACE, "app", "web-7")))
+            b.iter(|| black_box(reader.list_namespace_selector_owned(NAMESPACE, "app", "web-7")))
         });
         if let Some(borrowed) = reader.borrowed() {
             g.bench_function(BenchmarkId::new("by_owner_1000_borrowed", kind.name()), |b| {

@@ -422,20 +422,20 @@ impl WorkloadDigest {
     pub fn add(&mut self, phase: &str, pods: &[Arc<Pod>]) {
         for p in pods {
             let m = &p.metadata;
-            for part in [
+            self.add_fields(
                 phase,
-                " ",
                 m.namespace.as_deref().unwrap_or_default(),
-                "/",
                 m.name.as_deref().unwrap_or_default(),
-                " ",
                 m.resource_version.as_deref().unwrap_or_default(),
-                " ",
                 pod_node(p).unwrap_or_default(),
-                "\n",
-            ] {
-                self.write(part);
-            }
+            );
+        }
+    }
+
+    /// Adds one pod of `phase` by the fields the digest covers (for pods in another form).
+    pub fn add_fields(&mut self, phase: &str, namespace: &str, name: &str, rv: &str, node: &str) {
+        for part in [phase, " ", namespace, "/", name, " ", rv, " ", node, "\n"] {
+            self.write(part);
         }
     }
 

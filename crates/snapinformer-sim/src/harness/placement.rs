@@ -67,3 +67,75 @@ pub fn pin(core: Option<core_affinity::CoreId>) {
         core_affinity::set_for_current(core);
     }
 }
+
+/// How the cache's writer thread is scheduled while staleness is measured (the `store`
+/// scenario's open loop and sweep).
+///
+/// On a machine shared with other work, a staleness tail is mostly the time the writer spent
+/// runnable but waiting for a core ([`crate::harness::sched`] measures it). Real-time priority
+/// takes that wait away, so that what remains is the cache's own: a diagnostic for comparing
+/// caches on a busy machine, not how a controller manager runs (that is `normal`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum WriterPriority {
+    /// The default policy, like every other thread.
+    #[default]
+    Normal,
+    /// `SCHED_FIFO` priority 10 (set with `chrt`; needs the privilege to, else it stays normal).
+    Realtime,
+}
+
+impl WriterPriority {
+    /// Name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriterPriority::Normal => "normal",
+            WriterPriority::Realtime => "realtime",
+        }
+    }
+
+    /// Gives the calling thread this priority; returns what it got (`normal`, `realtime`, or
+    /// `normal (...)` with the reason a real-time request failed). Normal changes nothing.
+    pub fn enter(self) -> String {
+        match self {
+            WriterPriority::Normal => self.name().into(),
+            WriterPriority::Realtime => chrt(&["--fifo", "--pid", "10"], self.name()),
+        }
+    }
+
+    /// Returns the calling thread to the normal policy after [`enter`](WriterPriority::enter).
+    pub fn leave(self) {
+        if self == WriterPriority::Realtime {
+            chrt(&["--other", "--pid", "0"], WriterPriority::Normal.name());
+        }
+    }
+}
+
+/// Runs `chrt <args> <this thread's id>`; returns `got` or why it failed.
+fn chrt(args: &[&str], got: &str) -> String {
+    let tid = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let Some(tid) = tid else { return "normal (no thread id)".into() };
+    match std::process::Command::new("chrt")
+        .args(args)
+        .arg(&tid)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+    {
+        Ok(out) if out.status.success() => got.into(),
+        Ok(out) => format!("normal (chrt: {})", String::from_utf8_lossy(&out.stderr).trim()),
+        Err(e) => format!("normal (chrt: {e})"),
+    }
+}

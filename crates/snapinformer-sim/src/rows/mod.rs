@@ -10,6 +10,8 @@
 //!   versions are dropped by the writer, as the locked baselines drop replaced values.
 //! - `snapshot-bg`: the chunked store with background reclamation: superseded versions are
 //!   dropped on a reclaimer thread (as Go's garbage collector does for client-go).
+//! - `snapshot-compact`: the chunked store holding compact pods ([`compact`], issue 14): pods as
+//!   hash-consed trees sharing what they have in common, generated in that form ([`Objects`]).
 //! - `locked`: client-go's `threadSafeMap` in Rust ([`locked`]): one reader/writer lock over the
 //!   items and every index, the write lock taken once per event and released with a hand-off to
 //!   the readers waiting for it, as Go's `sync.RWMutex` does ([`lock`]).
@@ -23,17 +25,23 @@
 //! # Reads
 //!
 //! Every read of [`CacheReader`] returns owned `Arc`s, for every row: client-go hands out
-//! copied pointers, so owned results are the like-for-like figure. Our store can also lend
+//! copied pointers, so owned results are the like-for-like figure. The `store` scenario reads
+//! them in the row's own object form (`*_owned`, [`Objects`]): `Arc<Pod>`s, or for
+//! `snapshot-compact` `Arc<CompactPod>`s, a compact pod's materialised form. Our store can also lend
 //! references that the snapshot keeps alive ([`BorrowedReads`]); those figures are reported
 //! beside the owned ones, as an extra. An `Arc` clone is an atomic increment (and its drop a
 //! decrement) that Go's pointer copy does not pay; the `store` scenario and the criterion
 //! benches measure that cost on its own so that readers can judge it.
 
 pub mod client_go;
+pub mod compact;
 pub mod kube_rs;
 pub mod lock;
 pub mod locked;
+mod objects;
 pub mod snapshot;
+
+pub use objects::{Batches, Objects};
 
 use std::{any::Any, sync::Arc, time::Instant};
 
@@ -62,6 +70,11 @@ pub trait CacheWriter: Send {
     /// Applies `items` (upserts) in order and reports when they become visible to readers.
     fn apply(&mut self, items: Vec<Arc<Pod>>, visible: OnVisible<'_>) {
         self.apply_changes(items.into_iter().map(SimChange::Upsert).collect(), visible);
+    }
+    /// Applies `objects` (upserts, in the form [`CacheKind::objects`] generated for this row) in
+    /// order and reports when they become visible to readers.
+    fn apply_objects(&mut self, objects: Objects, visible: OnVisible<'_>) {
+        self.apply(objects.into_pods(), visible);
     }
     /// A read handle, shared by any number of threads.
     fn reader(&self) -> Arc<dyn CacheReader>;
@@ -94,6 +107,19 @@ pub trait CacheReader: Send + Sync {
     fn borrowed(&self) -> Option<&dyn BorrowedReads> {
         None
     }
+    /// [`list_all`](CacheReader::list_all) in the row's own object form (the `store`
+    /// scenario's owned read: `Arc` clones of what the row holds).
+    fn list_all_owned(&self) -> Objects {
+        Objects::Pods(self.list_all())
+    }
+    /// [`list_namespace_selector`](CacheReader::list_namespace_selector) in the row's own form.
+    fn list_namespace_selector_owned(&self, ns: &str, key: &str, value: &str) -> Objects {
+        Objects::Pods(self.list_namespace_selector(ns, key, value))
+    }
+    /// [`by_owner`](CacheReader::by_owner) in the row's own form.
+    fn by_owner_owned(&self, uid: &str) -> Objects {
+        Objects::Pods(self.by_owner(uid))
+    }
 }
 
 /// Reads that lend references kept alive by a snapshot: no reference count is touched. Each
@@ -106,6 +132,9 @@ pub trait BorrowedReads {
     fn list_namespace_selector_refs(&self, ns: &str, key: &str, value: &str) -> usize;
     /// The owner-UID lookup, borrowed.
     fn by_owner_refs(&self, uid: &str) -> usize;
+    /// A scan of every object reading two hot fields: how many pods bound to `node` are
+    /// `Running`.
+    fn hot_scan_refs(&self, node: &str) -> usize;
 }
 
 /// The caches the simulator knows, by report name: the one place to add an in-process row.
@@ -125,6 +154,10 @@ pub enum CacheKind {
     #[value(name = "snapshot-hamt")]
     #[serde(rename = "snapshot-hamt")]
     SnapshotHamt,
+    /// Ours, chunked, holding compact pods (issue 14).
+    #[value(name = "snapshot-compact")]
+    #[serde(rename = "snapshot-compact")]
+    SnapshotCompact,
     /// client-go-style lock per event, released with a hand-off to waiting readers (Go's).
     #[value(name = "locked")]
     #[serde(rename = "locked")]
@@ -149,10 +182,11 @@ pub enum CacheKind {
 
 impl CacheKind {
     /// Every in-process cache, in report order.
-    pub const ALL: [CacheKind; 8] = [
+    pub const ALL: [CacheKind; 9] = [
         CacheKind::Snapshot,
         CacheKind::SnapshotBg,
         CacheKind::SnapshotHamt,
+        CacheKind::SnapshotCompact,
         CacheKind::Locked,
         CacheKind::LockedStd,
         CacheKind::LockedBg,
@@ -166,6 +200,7 @@ impl CacheKind {
             CacheKind::Snapshot => "snapshot",
             CacheKind::SnapshotBg => "snapshot-bg",
             CacheKind::SnapshotHamt => "snapshot-hamt",
+            CacheKind::SnapshotCompact => "snapshot-compact",
             CacheKind::Locked => "locked",
             CacheKind::LockedStd => "locked-std",
             CacheKind::LockedBg => "locked-bg",
@@ -181,7 +216,13 @@ impl CacheKind {
 
     /// Whether this is our store (the rows the targets are about).
     pub fn is_ours(self) -> bool {
-        matches!(self, CacheKind::Snapshot | CacheKind::SnapshotBg | CacheKind::SnapshotHamt)
+        matches!(
+            self,
+            CacheKind::Snapshot
+                | CacheKind::SnapshotBg
+                | CacheKind::SnapshotHamt
+                | CacheKind::SnapshotCompact
+        )
     }
 
     /// Whether reads through indexes are available (kube-rs filters instead).
@@ -204,6 +245,7 @@ impl CacheKind {
             CacheKind::Snapshot => Box::new(snapshot::SnapshotStore::<Chunked>::new(false)),
             CacheKind::SnapshotBg => Box::new(snapshot::SnapshotStore::<Chunked>::new(true)),
             CacheKind::SnapshotHamt => Box::new(snapshot::SnapshotStore::<Hamt>::new(false)),
+            CacheKind::SnapshotCompact => Box::new(compact::CompactStore::new()),
             CacheKind::Locked => Box::new(LockedStore::new(LockedConfig::per_event())),
             CacheKind::LockedStd => Box::new(LockedStore::new(LockedConfig {
                 flavor: LockFlavor::Std,
@@ -218,6 +260,15 @@ impl CacheKind {
                 ..LockedConfig::per_event()
             })),
             CacheKind::KubeRs => Box::new(kube_rs::KubeRsStore::new()),
+        }
+    }
+
+    /// `count` pods `make(i)` in the form this row holds them (built in parallel; compact pods
+    /// decoded from JSON as the compact reflector decodes them): generation is not measured.
+    pub fn objects(self, count: usize, make: impl Fn(usize) -> Pod + Sync) -> Objects {
+        match self {
+            CacheKind::SnapshotCompact => Objects::Compact(compact::generate(count, &make)),
+            _ => Objects::Pods(crate::pods::generate(count, make)),
         }
     }
 }

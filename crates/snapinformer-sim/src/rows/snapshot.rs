@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 use snapinformer_store::{Backend, Reader, StoreBuilder, Writer};
 
 use super::{BorrowedReads, CacheReader, CacheWriter, OnVisible, SimChange, label_is};
-use crate::pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers};
+use crate::pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers, pod_node};
 
 /// Our store's writer; a batch of changes is one publication.
 pub struct SnapshotStore<B: Backend> {
@@ -88,5 +88,14 @@ impl<B: Backend> BorrowedReads for SnapshotReader<B> {
         let snap = self.0.snapshot();
         std::hint::black_box(snap.by_index_refs(OWNER_UID_INDEX, uid).expect("owner index exists"))
             .len()
+    }
+    fn hot_scan_refs(&self, node: &str) -> usize {
+        let snap = self.0.snapshot();
+        snap.iter()
+            .filter(|p| {
+                pod_node(p) == Some(node)
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+            .count()
     }
 }

@@ -15,6 +15,7 @@ use super::{
 use crate::{
     harness::{
         heap::HeapMeter,
+        placement::WriterPriority,
         plot::{self, PlotRow, SweepLine},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
@@ -38,6 +39,11 @@ pub struct StoreArgs {
     /// `go build` (Go 1.26 or newer) on first use and cached.
     #[arg(long, alias = "backends", value_delimiter = ',')]
     pub rows: Vec<String>,
+    /// How the writer is scheduled in the open loop and the sweep: `realtime` (SCHED_FIFO)
+    /// takes the machine's other load out of the staleness figures, a diagnostic for busy
+    /// machines (the in-process cache rows only).
+    #[arg(long, value_enum, default_value_t = WriterPriority::Normal)]
+    pub writer_priority: WriterPriority,
     /// Offered rates of a sweep, run after the open loop (e.g. 5000,10000,20000,40000,80000):
     /// staleness p99 and queue depth against offered load, and each row's highest sustainable
     /// rate.
@@ -80,6 +86,7 @@ impl StoreArgs {
             open_loop: l.rate > 0,
             pod_profile: l.pod_profile,
             placement: l.placement,
+            writer_priority: self.writer_priority,
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
         };
@@ -119,6 +126,14 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
         return Err("--sweep rates must be at least 1".into());
     }
     let rows = rows::select(&args.rows)?;
+    if params.writer_priority != WriterPriority::Normal
+        && let Some(row) = rows.iter().find(|r| !matches!(r.runner, Runner::InProcess(_)))
+    {
+        return Err(format!(
+            "--writer-priority applies to in-process rows only, not {:?}",
+            row.name
+        ));
+    }
     let runs_dir = args.out.join("runs");
     std::fs::create_dir_all(&runs_dir)
         .map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
@@ -159,7 +174,7 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     bar.finish_and_clear();
     let aggregated = aggregate_reports(&runs).map_err(|e| e.to_string())?;
     let mut report = aggregated.median;
-    report.targets = all_targets(&report.rows, params.open_loop);
+    report.targets = all_targets(&report.rows, &params);
     report.notes = report::notes(&report.rows);
     report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
     println!("{}", report::table(&report));
@@ -210,9 +225,11 @@ pub fn check_workloads(rows: &[StoreRowReport]) -> Result<(), String> {
 
 fn all_targets(
     rows: &[StoreRowReport],
-    open_loop: bool,
+    p: &StoreParams,
 ) -> Vec<crate::harness::report::TargetCheck> {
-    report::all_targets(rows, open_loop)
+    let mut all = report::all_targets(rows, p.open_loop);
+    all.extend(report::compact_targets(rows, p.objects));
+    all
 }
 
 fn assemble(
@@ -226,7 +243,7 @@ fn assemble(
         scenario: "store".into(),
         params: params.clone(),
         environment: Environment::capture(started_at.to_owned(), allocator),
-        targets: all_targets(&rows, params.open_loop),
+        targets: all_targets(&rows, params),
         notes: report::notes(&rows),
         rows,
         lock_check,
@@ -255,6 +272,9 @@ pub fn worker_args(p: &StoreParams) -> Vec<String> {
         "--placement".into(),
         arg_name(&p.placement),
     ];
+    if p.writer_priority != WriterPriority::Normal {
+        a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
+    }
     if !p.sweep.is_empty() {
         let rates: Vec<String> = p.sweep.iter().map(u64::to_string).collect();
         a.extend([

@@ -37,14 +37,17 @@ use snapinformer_core::{
 };
 use snapinformer_store::StoreBuilder;
 
-use super::{RowDriver, open_loop::OpenLoop};
+use super::{
+    RowDriver,
+    open_loop::{OpenLoop, WriterTime},
+};
 use crate::{
     harness::{
         placement::{Cores, pin},
         stats::Latency,
     },
     pods::{access, pod_indexers},
-    rows::{CacheReader, snapshot::SnapshotReader},
+    rows::{CacheReader, Objects, snapshot::SnapshotReader},
 };
 
 /// Report name of the row.
@@ -355,7 +358,8 @@ fn empty_phase() -> Phase {
 }
 
 impl RowDriver for InformerRow {
-    fn build(&mut self, initial: Vec<Arc<Pod>>) -> Result<(), String> {
+    fn build(&mut self, initial: Objects) -> Result<(), String> {
+        let initial = initial.into_pods();
         let n = initial.len();
         let rv = initial
             .iter()
@@ -385,11 +389,13 @@ impl RowDriver for InformerRow {
         Ok(())
     }
 
-    fn apply_all(&mut self, pool: Vec<Arc<Pod>>) -> Result<(), String> {
+    fn apply_all(&mut self, pool: Objects) -> Result<(), String> {
+        let pool = pool.into_pods();
         self.run(pool, None).map(drop)
     }
 
-    fn open_loop(&mut self, pool: Vec<Arc<Pod>>, rate: u64) -> Result<OpenLoop, String> {
+    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String> {
+        let pool = pool.into_pods();
         let (p, mut series) = self.run(pool, Some(rate))?;
         let Some(sched) = p.schedule else {
             return Ok(OpenLoop {
@@ -398,6 +404,7 @@ impl RowDriver for InformerRow {
                 depth_end: 0,
                 series,
                 elapsed_s: 0.0,
+                writer: WriterTime::default(),
             });
         };
         let last = p.last.unwrap_or(sched.start);
@@ -407,7 +414,16 @@ impl RowDriver for InformerRow {
         let depth_end = (late * rate as f64).min(p.count as f64) as u64;
         let depth_max = series.iter().map(|s| s.1).max().unwrap_or(0).max(p.depth_max);
         series.push((elapsed_s, 0));
-        Ok(OpenLoop { staleness: p.staleness, depth_max, depth_end, series, elapsed_s })
+        // The writer here is the informer's processing thread, not this one: its time is not
+        // recorded (`WriterTime` is the cache rows').
+        Ok(OpenLoop {
+            staleness: p.staleness,
+            depth_max,
+            depth_end,
+            series,
+            elapsed_s,
+            writer: WriterTime::default(),
+        })
     }
 
     fn reader(&self) -> Arc<dyn CacheReader> {

@@ -15,9 +15,11 @@
 //! 1. **memory**: build the cache from `objects` pods; measure heap (objects and structure
 //!    separately); then a reader holds a full read while every pod is updated once, and the
 //!    structure is measured again while held and after release.
-//! 2. **read costs**: each read alone on one thread, no writer: owned results for every row,
-//!    and borrowed ones beside them where the cache can lend; and the cost of the `Arc` clones
-//!    an owned result makes, against copying plain pointers (what Go's lists do).
+//! 2. **read costs**: each read alone on one thread, no writer: owned results for every row (in
+//!    the row's own object form: `Arc<CompactPod>` clones for `snapshot-compact`), and borrowed
+//!    ones beside them where the cache can lend, with a borrowed scan of two hot fields of every
+//!    pod; and the cost of the `Arc` clones an owned result makes, against copying plain
+//!    pointers (what Go's lists do).
 //! 3. **saturation**: `updates` pod updates applied as fast as the writer can, in batches of up
 //!    to 1000 (what a saturated queue hands over), with no readers, then again with the readers.
 //! 4. **open loop**: updates *arrive* at `rate` per second on a fixed schedule whatever the writer
@@ -28,13 +30,19 @@
 //!    ([`sweep`]).
 //!
 //! Heap and RSS are sampled every 100 ms through every phase ([`MemoryTrace`]); the update
-//! pools the harness generates are part of the heap, the same for every row. Before each timed
+//! pools the harness generates are part of the heap, the same for every row. Pools and the initial population are generated in
+//! the form the row holds pods ([`InProcessRow::objects`]: compact pods for `snapshot-compact`),
+//! from the same pods and update plans for every row. Before each timed
 //! phase the worker waits (untimed) until the heap stops shrinking, so that a background
 //! reclaimer's leftovers from the previous phase do not run into it; the Go worker runs a
 //! collection at the same points, for the same reason.
 //!
 //! Placement ([`Placement`]): unpinned by default, writer and readers anywhere; pinned puts the
-//! writer on the first core and the readers on the last.
+//! writer on the first core and the readers on the last. The writer's priority
+//! ([`WriterPriority`]) in the open loop and the sweep is normal by default; real-time takes the
+//! machine's other load out of the staleness figures (a diagnostic). Either way the open loop
+//! records where the writer's time went ([`open_loop::WriterTime`]): applying, sleeping for
+//! arrivals, on a CPU, waiting for a core.
 
 pub mod command;
 pub mod informer_row;
@@ -55,14 +63,16 @@ use crate::{
     harness::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler, MemoryTrace, settled},
-        placement::{Placement, pin},
+        placement::{Placement, WriterPriority, pin},
+        sched::ThreadSched,
         stats::Summary,
     },
     pods::{self, NAMESPACE, Shape, WorkloadDigest},
-    rows::{CacheKind, CacheReader, CacheWriter, client_go::GoRuntimeReport},
+    rows::{CacheKind, CacheReader, CacheWriter, Objects, client_go::GoRuntimeReport},
 };
 use open_loop::OpenLoop;
 use readers::Readers;
+use snapinformer_compact::CompactPod;
 use sweep::SweepPoint;
 
 /// Largest batch the writer takes at once (client-go 1.35's batch limit).
@@ -91,6 +101,9 @@ pub struct StoreParams {
     /// Where writer and readers run.
     #[serde(default)]
     pub placement: Placement,
+    /// How the writer is scheduled in the open loop and the sweep.
+    #[serde(default)]
+    pub writer_priority: WriterPriority,
     /// Offered rates of the sweep (empty: no sweep).
     #[serde(default)]
     pub sweep: Vec<u64>,
@@ -135,6 +148,10 @@ pub struct ReadCosts {
     pub owner_us: f64,
     /// Owner-UID lookup, borrowed (ours only).
     pub owner_borrowed_us: Option<f64>,
+    /// A scan of every pod reading its node name and phase (how many pods of one node run),
+    /// borrowed (ours only).
+    #[serde(default)]
+    pub hot_scan_borrowed_us: Option<f64>,
     /// Cloning (and later dropping) the `Arc` of each object of a full list: the atomic
     /// increment and decrement an owned read pays per object and Go's pointer copy does not,
     /// nanoseconds per object (`None` for the Go rows, which have no `Arc`).
@@ -154,6 +171,13 @@ pub struct StoreRowReport {
     pub apply_per_s: f64,
     /// Saturation throughput with the paced readers running.
     pub apply_per_s_with_readers: f64,
+    /// The writer thread's CPU time per update in saturation without readers, microseconds
+    /// (unlike the rate, not lowered by waiting for a core on a busy machine).
+    #[serde(default)]
+    pub apply_cpu_us_per_update: Option<f64>,
+    /// The same with the paced readers running.
+    #[serde(default)]
+    pub apply_cpu_us_per_update_with_readers: Option<f64>,
     /// Open-loop staleness (scheduled arrival to visibility), microseconds.
     pub staleness_us: Summary,
     /// Largest queue depth in the open loop.
@@ -198,19 +222,22 @@ pub struct StoreRowReport {
     /// How the row maps the scenario onto what it measures, and its own counters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Where the open loop's writer and readers spent their time (our process's rows).
+    #[serde(default)]
+    pub open_loop_time: Option<open_loop::WriterTime>,
 }
 
 /// How the phases drive a row: a cache alone ([`CacheDriver`]) or our whole informer pipeline
 /// ([`informer_row::InformerRow`]).
 pub trait RowDriver {
     /// Fills the row with the initial pods and returns once they are visible.
-    fn build(&mut self, initial: Vec<Arc<Pod>>) -> Result<(), String>;
+    fn build(&mut self, initial: Objects) -> Result<(), String>;
     /// Applies `pool` as fast as the row takes it (a saturated source) and returns once every
     /// update is visible.
-    fn apply_all(&mut self, pool: Vec<Arc<Pod>>) -> Result<(), String>;
+    fn apply_all(&mut self, pool: Objects) -> Result<(), String>;
     /// Lets `pool` arrive at `rate` per second whatever the row does (open loop) and returns
     /// once the last update is visible.
-    fn open_loop(&mut self, pool: Vec<Arc<Pod>>, rate: u64) -> Result<OpenLoop, String>;
+    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String>;
     /// A read handle, shared by any number of threads.
     fn reader(&self) -> Arc<dyn CacheReader>;
     /// Stops the row; returns its notes for the report.
@@ -228,15 +255,15 @@ impl CacheDriver {
 }
 
 impl RowDriver for CacheDriver {
-    fn build(&mut self, initial: Vec<Arc<Pod>>) -> Result<(), String> {
+    fn build(&mut self, initial: Objects) -> Result<(), String> {
         apply_all(self.0.as_mut(), initial);
         Ok(())
     }
-    fn apply_all(&mut self, pool: Vec<Arc<Pod>>) -> Result<(), String> {
+    fn apply_all(&mut self, pool: Objects) -> Result<(), String> {
         apply_all(self.0.as_mut(), pool);
         Ok(())
     }
-    fn open_loop(&mut self, pool: Vec<Arc<Pod>>, rate: u64) -> Result<OpenLoop, String> {
+    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String> {
         Ok(open_loop::run(self.0.as_mut(), pool, rate))
     }
     fn reader(&self) -> Arc<dyn CacheReader> {
@@ -273,6 +300,15 @@ impl InProcessRow {
         CacheKind::parse(name).map(InProcessRow::Cache)
     }
 
+    /// `count` pods `make(i)` in the form this row holds them ([`CacheKind::objects`]; the
+    /// informer row takes `k8s_openapi` pods).
+    pub fn objects(self, count: usize, make: impl Fn(usize) -> Pod + Sync) -> Objects {
+        match self {
+            InProcessRow::Cache(kind) => kind.objects(count, make),
+            InProcessRow::Informer => Objects::Pods(pods::generate(count, make)),
+        }
+    }
+
     fn start(self, placement: Placement) -> Result<Box<dyn RowDriver>, String> {
         Ok(match self {
             InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind)),
@@ -289,12 +325,49 @@ fn heap_now(heap: &dyn HeapMeter) -> u64 {
 }
 
 /// Applies `pool` as a saturated queue hands it over: batches of up to [`MAX_BATCH`].
-fn apply_all(store: &mut dyn CacheWriter, pool: Vec<Arc<Pod>>) {
-    let mut pool = pool.into_iter().peekable();
-    while pool.peek().is_some() {
-        let batch: Vec<Arc<Pod>> = pool.by_ref().take(MAX_BATCH).collect();
-        store.apply(batch, &mut |_, _| {});
+fn apply_all(store: &mut dyn CacheWriter, pool: Objects) {
+    let mut pool = pool.into_batches();
+    while pool.remaining() > 0 {
+        store.apply_objects(pool.take(MAX_BATCH), &mut |_, _| {});
     }
+}
+
+/// [`pods::updates`] in the form `row` holds pods: `count` updates of random pods (the same
+/// plan for every row) with resource versions from `first_rv`.
+pub fn updates(
+    row: InProcessRow,
+    shape: &Shape,
+    count: usize,
+    first_rv: u64,
+    seed: u64,
+) -> Objects {
+    let plan = pods::update_plan(shape, count, seed);
+    row.objects(count, |u| pods::make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
+}
+
+/// Adds the pods of one phase to `digest`, in either form: a compact pod adds exactly what the
+/// `k8s_openapi` pod it was decoded from adds.
+pub fn add_to_digest(digest: &mut WorkloadDigest, phase: &str, pool: &Objects) {
+    match pool {
+        Objects::Pods(pods) => digest.add(phase, pods),
+        Objects::Compact(pods) => {
+            for p in pods {
+                digest.add_fields(
+                    phase,
+                    p.namespace().unwrap_or_default(),
+                    p.name().unwrap_or_default(),
+                    p.resource_version().unwrap_or_default(),
+                    p.node_name().unwrap_or_default(),
+                );
+            }
+        }
+    }
+}
+
+/// The calling thread's CPU time since `since`, in microseconds per one of `count` items.
+fn cpu_us_per(since: Option<ThreadSched>, count: usize) -> Option<f64> {
+    let used = ThreadSched::now()?.since(&since?);
+    Some(used.cpu().as_secs_f64() * 1e6 / count.max(1) as f64)
 }
 
 /// Runs every phase for one in-process row.
@@ -311,7 +384,8 @@ pub fn run_row(
     // The row exists before the first measurement (an empty cache, or the informer with its
     // runtime and handler thread), as the Go rows create theirs.
     let mut driver = row.start(p.placement)?;
-    let mut next_rv = memory_phase(driver.as_mut(), &shape, heap, log, &mut report, &mut digest)?;
+    let mut next_rv =
+        memory_phase(row, driver.as_mut(), &shape, heap, log, &mut report, &mut digest)?;
     let reader = driver.reader();
 
     log("read costs: each read alone, owned and borrowed");
@@ -322,33 +396,37 @@ pub fn run_row(
     let cores = p.placement.cores();
     pin(cores.writer);
     log("saturation: generating updates");
-    let pool = pods::updates(&shape, p.updates, next_rv, 7);
-    digest.add("saturation", &pool);
+    let pool = updates(row, &shape, p.updates, next_rv, 7);
+    add_to_digest(&mut digest, "saturation", &pool);
     next_rv += p.updates as u64;
     log("saturation: applying without readers");
     settled(heap);
+    let sched = ThreadSched::now();
     let t = Instant::now();
     driver.apply_all(pool)?;
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
+    report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
 
     log("saturation: generating updates");
-    let pool = pods::updates(&shape, p.updates, next_rv, 11);
-    digest.add("saturation-readers", &pool);
+    let pool = updates(row, &shape, p.updates, next_rv, 11);
+    add_to_digest(&mut digest, "saturation-readers", &pool);
     next_rv += p.updates as u64;
     log("saturation: applying with readers");
     settled(heap);
     let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
+    let sched = ThreadSched::now();
     let t = Instant::now();
     let applied = driver.apply_all(pool);
     report.apply_per_s_with_readers = p.updates as f64 / t.elapsed().as_secs_f64();
+    report.apply_cpu_us_per_update_with_readers = cpu_us_per(sched, p.updates);
     let mut lat = readers.stop();
     applied?;
 
     if p.open_loop {
         let count = (p.rate as f64 * p.duration_s) as usize;
         log(&format!("open loop: generating {count} updates"));
-        let pool = pods::updates(&shape, count, next_rv, 13);
-        digest.add("open-loop", &pool);
+        let pool = updates(row, &shape, count, next_rv, 13);
+        add_to_digest(&mut digest, "open-loop", &pool);
         next_rv += count as u64;
         log(&format!(
             "open loop: {} updates/s for {:.0}s with {} readers",
@@ -356,7 +434,9 @@ pub fn run_row(
         ));
         settled(heap);
         let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
+        let priority = p.writer_priority.enter();
         let ol = driver.open_loop(pool, p.rate);
+        p.writer_priority.leave();
         let rl = readers.stop();
         let ol = ol?;
         report.reader_ops_per_s = rl.ops as f64 / ol.elapsed_s.max(1e-9);
@@ -366,6 +446,12 @@ pub fn run_row(
         report.queue_depth_max = ol.depth_max;
         report.queue_depth_end = ol.depth_end;
         report.depth_series = ol.series;
+        let mut time = ol.writer;
+        time.readers_cpu_s = rl.sched.map(|s| s.cpu().as_secs_f64());
+        time.readers_runqueue_wait_s = rl.sched.map(|s| s.wait().as_secs_f64());
+        time.writer_priority = priority;
+        // Rows whose writer is not this thread (the informer row) record none.
+        report.open_loop_time = (time.batches > 0).then_some(time);
     }
     report.list_us = lat.list.summary();
     report.index_us = lat.index.summary();
@@ -373,10 +459,12 @@ pub fn run_row(
 
     for (i, &rate) in p.sweep.iter().enumerate() {
         let load = sweep::Load {
+            row,
             shape: &shape,
             readers: p.readers,
             duration_s: p.sweep_duration_s,
             reader_core: cores.readers,
+            writer_priority: p.writer_priority,
             seed: 100 + i as u64,
             heap,
         };
@@ -395,6 +483,7 @@ pub fn run_row(
 /// Phase 1: builds the row and measures its memory, idle and while a reader holds an old
 /// read. Returns the next free resource version.
 fn memory_phase(
+    row: InProcessRow,
     driver: &mut dyn RowDriver,
     shape: &Shape,
     heap: &dyn HeapMeter,
@@ -405,13 +494,16 @@ fn memory_phase(
     let mut next_rv = shape.total() as u64 + 1;
     log("memory: generating pods");
     let h0 = heap_now(heap);
-    let initial = pods::initial_pods(shape);
+    let initial =
+        row.objects(shape.total(), |i| pods::make_pod(shape, i, i as u64 + 1, i % shape.nodes));
     let h1 = heap.current();
-    digest.add("initial", &initial);
+    add_to_digest(digest, "initial", &initial);
     let sample = initial.len().min(100);
-    let json_bytes: u64 = initial[..sample]
-        .iter()
-        .map(|p| serde_json::to_vec(&**p).map(|v| v.len() as u64).unwrap_or(0))
+    let json_bytes: u64 = (0..sample)
+        .map(|i| {
+            let pod = pods::make_pod(shape, i, i as u64 + 1, i % shape.nodes);
+            serde_json::to_vec(&pod).map(|v| v.len() as u64).unwrap_or(0)
+        })
         .sum();
     report.memory.json_bytes_per_object = json_bytes / sample.max(1) as u64;
     log("memory: building the store");
@@ -426,10 +518,10 @@ fn memory_phase(
     report.memory.structure_per_entry_idle = h2.saturating_sub(h1) as f64 / n;
 
     log("memory: updating every pod while a reader holds an old read");
-    let pool: Vec<Arc<Pod>> = (0..shape.total())
-        .map(|i| Arc::new(pods::make_pod(shape, i, next_rv + i as u64, (i + 1) % shape.nodes)))
-        .collect();
-    digest.add("memory", &pool);
+    let pool = row.objects(shape.total(), |i| {
+        pods::make_pod(shape, i, next_rv + i as u64, (i + 1) % shape.nodes)
+    });
+    add_to_digest(digest, "memory", &pool);
     next_rv += shape.total() as u64;
     let h3 = heap.current();
     let pool_bytes = h3.saturating_sub(h2);
@@ -459,18 +551,20 @@ fn median_us(runs: usize, mut f: impl FnMut()) -> f64 {
     t[t.len() / 2]
 }
 
-/// Phase 2: each read alone on this thread, owned and (where the cache can) borrowed, and the
-/// cost of an `Arc` clone against a pointer copy.
+/// Phase 2: each read alone on this thread, owned (in the row's own object form) and, where
+/// the cache can, borrowed; the borrowed hot-field scan; and the cost of an `Arc` clone against
+/// a pointer copy.
 pub fn read_costs(reader: &dyn CacheReader, shape: &Shape) -> ReadCosts {
     let owner = pods::owner_uid(shape.owners / 2);
     let set = format!("web-{}", shape.owners / 2);
+    let node = pods::node_name(shape.nodes / 2);
     let list_runs = (2_000_000 / shape.total().max(1)).clamp(5, 200);
     let mut c = ReadCosts {
-        list_us: median_us(list_runs, || drop(std::hint::black_box(reader.list_all()))),
+        list_us: median_us(list_runs, || drop(std::hint::black_box(reader.list_all_owned()))),
         ns_list_us: median_us(list_runs, || {
-            drop(std::hint::black_box(reader.list_namespace_selector(NAMESPACE, "app", &set)))
+            drop(std::hint::black_box(reader.list_namespace_selector_owned(NAMESPACE, "app", &set)))
         }),
-        owner_us: median_us(200, || drop(std::hint::black_box(reader.by_owner(&owner)))),
+        owner_us: median_us(200, || drop(std::hint::black_box(reader.by_owner_owned(&owner)))),
         ..ReadCosts::default()
     };
     if let Some(b) = reader.borrowed() {
@@ -483,20 +577,37 @@ pub fn read_costs(reader: &dyn CacheReader, shape: &Shape) -> ReadCosts {
         c.owner_borrowed_us = Some(median_us(200, || {
             std::hint::black_box(b.by_owner_refs(&owner));
         }));
+        // Short and sensitive to whatever else runs: three times as many runs as the lists.
+        c.hot_scan_borrowed_us = Some(median_us(3 * list_runs, || {
+            std::hint::black_box(b.hot_scan_refs(&node));
+        }));
     }
-    let all = reader.list_all();
-    let n = all.len().max(1) as f64;
-    c.arc_clone_ns_per_object = Some(
-        median_us(list_runs, || {
-            let copy: Vec<Arc<Pod>> = all.to_vec();
-            drop(std::hint::black_box(copy));
-        }) * 1000.0
-            / n,
-    );
-    c.pointer_copy_ns_per_object = median_us(list_runs, || {
-        let copy: Vec<&Pod> = all.iter().map(|p| &**p).collect();
-        drop(std::hint::black_box(copy));
-    }) * 1000.0
-        / n;
+    let (clone_us, copy_us, n) = match reader.list_all_owned() {
+        Objects::Pods(all) => (
+            median_us(list_runs, || {
+                let copy: Vec<Arc<Pod>> = all.to_vec();
+                drop(std::hint::black_box(copy));
+            }),
+            median_us(list_runs, || {
+                let copy: Vec<&Pod> = all.iter().map(|p| &**p).collect();
+                drop(std::hint::black_box(copy));
+            }),
+            all.len(),
+        ),
+        Objects::Compact(all) => (
+            median_us(list_runs, || {
+                let copy: Vec<Arc<CompactPod>> = all.to_vec();
+                drop(std::hint::black_box(copy));
+            }),
+            median_us(list_runs, || {
+                let copy: Vec<&CompactPod> = all.iter().map(|p| &**p).collect();
+                drop(std::hint::black_box(copy));
+            }),
+            all.len(),
+        ),
+    };
+    let n = n.max(1) as f64;
+    c.arc_clone_ns_per_object = Some(clone_us * 1000.0 / n);
+    c.pointer_copy_ns_per_object = copy_us * 1000.0 / n;
     c
 }

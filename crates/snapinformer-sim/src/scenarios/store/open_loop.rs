@@ -1,15 +1,18 @@
 //! The open loop: updates arrive on a fixed schedule whatever the writer does.
 
 use std::{
-    sync::Arc,
     thread,
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::MAX_BATCH;
-use crate::{harness::stats::Latency, rows::CacheWriter};
+use crate::{
+    harness::{
+        sched::ThreadSched,
+        stats::{Latency, Summary},
+    },
+    rows::{CacheWriter, Objects},
+};
 
 /// What one open-loop phase measured.
 pub struct OpenLoop {
@@ -23,21 +26,66 @@ pub struct OpenLoop {
     pub series: Vec<(f64, u64)>,
     /// Seconds until the last update was visible.
     pub elapsed_s: f64,
+    /// Where the writer's time went.
+    pub writer: WriterTime,
+}
+
+/// Where the open-loop writer's time went: applying, sleeping for the next arrival, or waiting
+/// for a core. Separates a slow cache from a busy machine.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WriterTime {
+    /// Batches applied.
+    pub batches: u64,
+    /// Wall time of each batch's apply (taking the batch, applying, publishing), microseconds.
+    pub apply_us: Summary,
+    /// Total wall time spent applying, seconds.
+    pub apply_s: f64,
+    /// How late the writer woke after sleeping until the next arrival, microseconds.
+    pub wake_late_us: Summary,
+    /// Total wall time spent sleeping until the next arrival, seconds.
+    #[serde(default)]
+    pub sleep_s: f64,
+    /// Wall time of the phase, seconds.
+    #[serde(default)]
+    pub elapsed_s: f64,
+    /// CPU time of the writer thread over the phase, seconds (`None` without `/proc`).
+    pub cpu_s: Option<f64>,
+    /// Time the writer was runnable but waited for a core, seconds.
+    pub runqueue_wait_s: Option<f64>,
+    /// Preemptions of the writer.
+    pub involuntary_switches: Option<u64>,
+    /// Staleness of the updates that arrived one second or more after the phase began, when the
+    /// readers (which all start with the phase) have settled into their pacing, microseconds.
+    #[serde(default)]
+    pub staleness_after_1s_us: Summary,
+    /// The scheduling the writer ran with (`normal`, `realtime`, or why not `realtime`).
+    #[serde(default)]
+    pub writer_priority: String,
+    /// CPU time of all reader threads together over the phase, seconds.
+    #[serde(default)]
+    pub readers_cpu_s: Option<f64>,
+    /// Time the reader threads were runnable but waited for a core, together, seconds.
+    #[serde(default)]
+    pub readers_runqueue_wait_s: Option<f64>,
 }
 
 /// Applies `pool` as it arrives at `rate` per second. Update `i` arrives at `start + i / rate`,
 /// whether or not the writer kept up (open loop); the writer takes what has arrived, up to
 /// [`MAX_BATCH`] at a time.
-pub fn run(store: &mut dyn CacheWriter, pool: Vec<Arc<Pod>>, rate: u64) -> OpenLoop {
+pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
     let total = pool.len();
-    let mut pool = pool.into_iter();
+    let mut pool = pool.into_batches();
     let ns_per = 1e9 / rate.max(1) as f64;
     let arrival =
         |start: Instant, i: usize| start + Duration::from_nanos((i as f64 * ns_per) as u64);
-    let mut staleness = Latency::default();
+    let (mut staleness, mut settled) = (Latency::default(), Latency::default());
+    let settle = Duration::from_secs(1);
+    let (mut apply_us, mut wake_late_us) = (Latency::default(), Latency::default());
+    let (mut batches, mut apply_time, mut slept) = (0u64, Duration::ZERO, Duration::ZERO);
     let (mut depth_max, mut series) = (0u64, Vec::new());
     let mut visible = 0usize;
     let mut last_sample = f64::NEG_INFINITY;
+    let sched_start = ThreadSched::now();
     let start = Instant::now();
     let end = arrival(start, total);
     while visible < total {
@@ -55,26 +103,53 @@ pub fn run(store: &mut dyn CacheWriter, pool: Vec<Arc<Pod>>, rate: u64) -> OpenL
             let next = arrival(start, visible);
             if next > now {
                 thread::sleep(next - now);
+                let woke = Instant::now();
+                wake_late_us.record(woke.saturating_duration_since(next));
+                slept += woke - now;
             }
             continue;
         }
         let n = (arrived - visible).min(MAX_BATCH);
         let first = visible;
         let mut recorded = 0;
-        store.apply(pool.by_ref().take(n).collect(), &mut |done, at| {
+        let began = Instant::now();
+        store.apply_objects(pool.take(n), &mut |done, at| {
             for i in recorded..done {
-                staleness.record(at.saturating_duration_since(arrival(start, first + i)));
+                let arrived_at = arrival(start, first + i);
+                let stale = at.saturating_duration_since(arrived_at);
+                staleness.record(stale);
+                if arrived_at >= start + settle {
+                    settled.record(stale);
+                }
             }
             recorded = done;
         });
+        let took = began.elapsed();
+        apply_us.record(took);
+        apply_time += took;
+        batches += 1;
         visible += n;
     }
     let elapsed = start.elapsed();
+    let sched = sched_start.and_then(|s| Some(ThreadSched::now()?.since(&s)));
     let depth_end = {
         // Whatever had arrived by the scheduled end but was not yet visible then.
         let finished_late = Instant::now().saturating_duration_since(end);
         (finished_late.as_secs_f64() * rate as f64).min(total as f64) as u64
     };
     series.push((elapsed.as_secs_f64(), 0));
-    OpenLoop { staleness, depth_max, depth_end, series, elapsed_s: elapsed.as_secs_f64() }
+    let writer = WriterTime {
+        batches,
+        apply_us: apply_us.summary(),
+        apply_s: apply_time.as_secs_f64(),
+        wake_late_us: wake_late_us.summary(),
+        sleep_s: slept.as_secs_f64(),
+        staleness_after_1s_us: settled.summary(),
+        elapsed_s: elapsed.as_secs_f64(),
+        cpu_s: sched.map(|s| s.cpu().as_secs_f64()),
+        runqueue_wait_s: sched.map(|s| s.wait().as_secs_f64()),
+        involuntary_switches: sched.map(|s| s.involuntary),
+        ..WriterTime::default()
+    };
+    OpenLoop { staleness, depth_max, depth_end, series, elapsed_s: elapsed.as_secs_f64(), writer }
 }

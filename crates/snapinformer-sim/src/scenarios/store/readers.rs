@@ -10,7 +10,7 @@ use std::{
 };
 
 use crate::{
-    harness::{placement::pin, stats::Latency},
+    harness::{placement::pin, sched::ThreadSched, stats::Latency},
     pods::{self, NAMESPACE, Shape},
     rows::CacheReader,
 };
@@ -26,6 +26,8 @@ pub struct ReaderLatency {
     pub ns_list: Latency,
     /// Operations completed.
     pub ops: u64,
+    /// What the scheduler did to the reader threads together (`None` without `/proc`).
+    pub sched: Option<ThreadSched>,
 }
 
 impl ReaderLatency {
@@ -35,6 +37,15 @@ impl ReaderLatency {
         self.index.merge(&o.index);
         self.ns_list.merge(&o.ns_list);
         self.ops += o.ops;
+        self.sched = match (self.sched, o.sched) {
+            (Some(a), Some(b)) => Some(ThreadSched {
+                cpu_ns: a.cpu_ns + b.cpu_ns,
+                wait_ns: a.wait_ns + b.wait_ns,
+                voluntary: a.voluntary + b.voluntary,
+                involuntary: a.involuntary + b.involuntary,
+            }),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -46,8 +57,8 @@ pub struct Readers {
 
 impl Readers {
     /// Starts `n` reader threads. Each repeats a namespace list with a label selector, a full
-    /// list and an owner-UID lookup, every result owned (copied `Arc`s, as client-go copies
-    /// pointers), and after each operation that took `d` sleeps `d * (n - 1)` (at least 1 ms),
+    /// list and an owner-UID lookup, every result owned (copied `Arc`s of the row's own objects,
+    /// as client-go copies pointers), and after each operation that took `d` sleeps `d * (n - 1)` (at least 1 ms),
     /// so that together they keep at most about one core busy, whatever the cache; when `core`
     /// is given they are also pinned to it.
     pub fn start(
@@ -69,18 +80,19 @@ impl Readers {
                         let mut rng = pods::Rng::new(1000 + r as u64);
                         let mut lat = ReaderLatency::default();
                         barrier.wait();
+                        let sched_start = ThreadSched::now();
                         let mut op = r;
                         while !stop.load(Ordering::Relaxed) {
                             let owner = rng.below(owners);
                             let t = Instant::now();
                             let got = match op % 3 {
-                                0 => reader.list_namespace_selector(
+                                0 => reader.list_namespace_selector_owned(
                                     NAMESPACE,
                                     "app",
                                     &format!("web-{owner}"),
                                 ),
-                                1 => reader.list_all(),
-                                _ => reader.by_owner(&pods::owner_uid(owner)),
+                                1 => reader.list_all_owned(),
+                                _ => reader.by_owner_owned(&pods::owner_uid(owner)),
                             };
                             let d = t.elapsed();
                             drop(std::hint::black_box(got));
@@ -100,6 +112,7 @@ impl Readers {
                                 );
                             }
                         }
+                        lat.sched = sched_start.and_then(|s| Some(ThreadSched::now()?.since(&s)));
                         lat
                     })
                     .expect("spawn a reader thread")

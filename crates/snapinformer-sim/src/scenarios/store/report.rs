@@ -224,6 +224,66 @@ pub fn notes(r: &[StoreRowReport]) -> Vec<String> {
     out
 }
 
+/// Heap per cached pod after the build (objects and structure), bytes.
+pub fn heap_per_pod(r: &StoreRowReport, objects: usize) -> f64 {
+    r.memory.total_bytes as f64 / objects.max(1) as f64
+}
+
+/// The compact cache's targets (issue 14): `snapshot-compact` against `snapshot` in the same
+/// run, and against the `client-go` row's Go heap when that row ran. Empty unless both
+/// `snapshot-compact` and `snapshot` ran.
+pub fn compact_targets(r: &[StoreRowReport], objects: usize) -> Vec<TargetCheck> {
+    const COMPACT: &str = "snapshot-compact";
+    let (Some(c), Some(p)) = (find(r, COMPACT), find(r, "snapshot")) else {
+        return Vec::new();
+    };
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::INFINITY };
+    let mut out = Vec::new();
+    let mut push = |target: String, measured: f64, bound: f64, higher_is_better: bool| {
+        let met = if higher_is_better { measured >= bound } else { measured <= bound };
+        out.push(TargetCheck { target, measured, bound, met });
+    };
+    push(
+        format!("{COMPACT} heap per cached pod vs snapshot (<= 0.3x)"),
+        ratio(heap_per_pod(c, objects), heap_per_pod(p, objects)),
+        0.3,
+        false,
+    );
+    if let Some(g) = find(r, "client-go") {
+        push(
+            format!("{COMPACT} heap per cached pod vs client-go's Go heap (<= 0.5x)"),
+            ratio(heap_per_pod(c, objects), heap_per_pod(g, objects)),
+            0.5,
+            false,
+        );
+    }
+    if let (Some(cc), Some(pc)) = (&c.read_costs, &p.read_costs) {
+        push(
+            format!(
+                "{COMPACT} owner lookup of one owner's pods, materialised, vs snapshot (<= 2x)"
+            ),
+            ratio(cc.owner_us, pc.owner_us),
+            2.0,
+            false,
+        );
+        if let (Some(cs), Some(ps)) = (cc.hot_scan_borrowed_us, pc.hot_scan_borrowed_us) {
+            push(
+                format!("{COMPACT} borrowed hot-field scan vs snapshot (<= 1.1x: as fast)"),
+                ratio(cs, ps),
+                1.1,
+                false,
+            );
+        }
+    }
+    push(
+        format!("{COMPACT} apply/s without readers vs snapshot, both inline (>= 2x)"),
+        ratio(c.apply_per_s, p.apply_per_s),
+        2.0,
+        true,
+    );
+    out
+}
+
 fn mib(b: u64) -> String {
     format!("{:.0}", b as f64 / (1024.0 * 1024.0))
 }
@@ -337,6 +397,7 @@ pub fn table(report: &StoreReport) -> String {
     pairs_table(&mut s, report);
     go_runtime_lines(&mut s, report);
     read_costs_table(&mut s, report);
+    open_loop_time_table(&mut s, report);
     sweep_table(&mut s, report);
     if let Some(c) = &report.lock_check {
         let _ = writeln!(
@@ -475,11 +536,11 @@ fn read_costs_table(s: &mut String, report: &StoreReport) {
     }
     let _ = writeln!(
         s,
-        "\nreads alone (one thread, no writer; median us; owned = copied Arcs (Go: copied pointers), borrowed = ours only):"
+        "\nreads alone (one thread, no writer; median us; owned = copied Arcs (Go: copied pointers), borrowed = ours only; hot scan = node and phase of every pod):"
     );
     let _ = writeln!(
         s,
-        "{:<18} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}",
+        "{:<18} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14} {:>14} {:>10}",
         "row",
         "list",
         "list borr.",
@@ -487,14 +548,16 @@ fn read_costs_table(s: &mut String, report: &StoreReport) {
         "nslist borr.",
         "owner",
         "owner borr.",
+        "hot scan borr.",
         "Arc clone ns",
-        "ptr copy ns"
+        "ptr copy ns",
+        "heap/pod B"
     );
     for r in &report.rows {
         let Some(c) = &r.read_costs else { continue };
         let _ = writeln!(
             s,
-            "{:<18} {:>12.1} {:>12} {:>12.1} {:>12} {:>12.1} {:>12} {:>14} {:>14.1}",
+            "{:<18} {:>12.1} {:>12} {:>12.1} {:>12} {:>12.1} {:>12} {:>14} {:>14} {:>14.1} {:>10.0}",
             r.name,
             c.list_us,
             opt_us(c.list_borrowed_us),
@@ -502,8 +565,67 @@ fn read_costs_table(s: &mut String, report: &StoreReport) {
             opt_us(c.ns_list_borrowed_us),
             c.owner_us,
             opt_us(c.owner_borrowed_us),
+            opt_us(c.hot_scan_borrowed_us),
             opt_us(c.arc_clone_ns_per_object),
             c.pointer_copy_ns_per_object,
+            heap_per_pod(r, report.params.objects),
+        );
+    }
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or("-".to_owned(), |v| format!("{v:.2}"))
+}
+
+/// Where the open loop's writer spent its wall time, and its CPU per update in saturation: a
+/// staleness tail with a long run-queue wait is the machine's, not the cache's.
+fn open_loop_time_table(s: &mut String, report: &StoreReport) {
+    if report.rows.iter().all(|r| r.open_loop_time.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nwriter time (saturation: CPU us per update without/with readers; open loop: staleness of the updates arriving after the first second, seconds of its wall time applying, sleeping for arrivals, on a CPU, waiting for a core; preemptions; readers' CPU and wait):"
+    );
+    let _ = writeln!(
+        s,
+        "{:<16} {:>15} {:>22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "row",
+        "cpu us/update",
+        "stale p99/max after 1s",
+        "wall s",
+        "apply s",
+        "sleep s",
+        "cpu s",
+        "wait s",
+        "preempt",
+        "rd cpu s",
+        "rd wait s"
+    );
+    for r in &report.rows {
+        let Some(t) = &r.open_loop_time else { continue };
+        let _ = writeln!(
+            s,
+            "{:<16} {:>15} {:>22} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            r.name,
+            format!(
+                "{}/{}",
+                r.apply_cpu_us_per_update.map_or("-".into(), |v| format!("{v:.1}")),
+                r.apply_cpu_us_per_update_with_readers.map_or("-".into(), |v| format!("{v:.1}"))
+            ),
+            format!(
+                "{}/{}",
+                fmt_us(t.staleness_after_1s_us.p99),
+                fmt_us(t.staleness_after_1s_us.max)
+            ),
+            t.elapsed_s,
+            t.apply_s,
+            t.sleep_s,
+            secs(t.cpu_s),
+            secs(t.runqueue_wait_s),
+            t.involuntary_switches.map_or("-".into(), |v| v.to_string()),
+            secs(t.readers_cpu_s),
+            secs(t.readers_runqueue_wait_s),
         );
     }
 }
@@ -544,5 +666,47 @@ fn sweep_table(s: &mut String, report: &StoreReport) {
             None => format!("< {}/s", rates.iter().min().copied().unwrap_or(0)),
         };
         let _ = writeln!(s, "{line} {best:>14}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::store::ReadCosts;
+
+    fn row(
+        name: &str,
+        heap: u64,
+        apply: f64,
+        owner_us: f64,
+        scan_us: Option<f64>,
+    ) -> StoreRowReport {
+        let mut r = StoreRowReport { name: name.into(), apply_per_s: apply, ..Default::default() };
+        r.memory.total_bytes = heap;
+        r.read_costs =
+            Some(ReadCosts { owner_us, hot_scan_borrowed_us: scan_us, ..ReadCosts::default() });
+        r
+    }
+
+    #[test]
+    fn compact_targets_compare_with_snapshot_and_with_client_go_only_when_it_ran() {
+        let plain = row("snapshot", 10_000, 50_000.0, 40.0, Some(9000.0));
+        let compact = row("snapshot-compact", 2_000, 150_000.0, 60.0, Some(9500.0));
+        let go = row("client-go", 5_000, 30_000.0, 30.0, None);
+        assert!(compact_targets(std::slice::from_ref(&plain), 10).is_empty(), "needs both rows");
+        let t = compact_targets(&[plain.clone(), compact.clone()], 10);
+        let measured: Vec<(f64, bool)> = t.iter().map(|t| (t.measured, t.met)).collect();
+        assert_eq!(measured, vec![(0.2, true), (1.5, true), (9500.0 / 9000.0, true), (3.0, true)]);
+        let t = compact_targets(&[plain, compact, go], 10);
+        assert_eq!(t.len(), 5);
+        assert!(t[1].target.contains("client-go") && t[1].measured == 0.4 && t[1].met);
+    }
+
+    #[test]
+    fn a_compact_row_above_its_bounds_misses_its_targets() {
+        let plain = row("snapshot", 10_000, 50_000.0, 40.0, Some(9000.0));
+        let compact = row("snapshot-compact", 4_000, 90_000.0, 90.0, Some(12_000.0));
+        let met: Vec<bool> = compact_targets(&[plain, compact], 10).iter().map(|t| t.met).collect();
+        assert_eq!(met, vec![false, false, false, false]);
     }
 }

@@ -14,14 +14,15 @@
 
 use std::sync::Arc;
 
-use super::{MAX_BATCH, RowDriver, readers::Readers};
+use super::{InProcessRow, MAX_BATCH, RowDriver, readers::Readers};
 use crate::{
     harness::{
         PhaseLog,
         heap::{HeapMeter, settled},
+        placement::WriterPriority,
         stats::Summary,
     },
-    pods::{self, Shape, WorkloadDigest},
+    pods::{Shape, WorkloadDigest},
     rows::CacheReader,
 };
 
@@ -64,6 +65,8 @@ pub fn highest_sustainable_rate(points: &[SweepPoint]) -> Option<u64> {
 
 /// The load of every point of a sweep.
 pub struct Load<'a> {
+    /// The row (its updates are generated in the form it holds pods).
+    pub row: InProcessRow,
     /// The population.
     pub shape: &'a Shape,
     /// Reader threads.
@@ -72,6 +75,8 @@ pub struct Load<'a> {
     pub duration_s: f64,
     /// Where the readers are pinned, if anywhere.
     pub reader_core: Option<core_affinity::CoreId>,
+    /// How the writer is scheduled during the point.
+    pub writer_priority: WriterPriority,
     /// Seed of the point's updates.
     pub seed: u64,
     /// The heap, to wait until it stops shrinking before the point starts.
@@ -91,12 +96,14 @@ pub fn point(
 ) -> Result<SweepPoint, String> {
     let count = ((rate as f64 * load.duration_s) as usize).max(1);
     log(&format!("sweep {rate}/s: generating {count} updates"));
-    let pool = pods::updates(load.shape, count, first_rv, load.seed);
-    digest.add(&format!("sweep-{rate}"), &pool);
+    let pool = super::updates(load.row, load.shape, count, first_rv, load.seed);
+    super::add_to_digest(digest, &format!("sweep-{rate}"), &pool);
     log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
     settled(load.heap);
     let readers = Readers::start(reader.clone(), load.readers, load.shape, load.reader_core);
+    load.writer_priority.enter();
     let ol = row.open_loop(pool, rate);
+    load.writer_priority.leave();
     let rl = readers.stop();
     let ol = ol?;
     Ok(SweepPoint {
