@@ -347,7 +347,7 @@ pub(crate) fn run_parent_row(
     let dir = base.join("cluster");
     progress(bar, format!("real {name}: starting the control plane in {}", dir.display()));
     let mut cluster = RealCluster::start(&dir, &start_options(spec, params, &base))?;
-    let result = measure(&cluster, spec, params, &base, out, runtime, bar, run_worker);
+    let result = measure(&cluster, spec, params, out, runtime, bar, run_worker);
     let stopped = cluster.stop();
     match result {
         Ok(report) => {
@@ -462,12 +462,16 @@ async fn create_workload(client: &kube::Client, params: &SeedParams) -> Result<(
     Ok(())
 }
 
+/// The audit log of `cluster`: beside its state directory (which must be the script's own).
+fn audit_log(cluster: &RealCluster) -> PathBuf {
+    cluster.dir().parent().unwrap_or(cluster.dir()).join("audit.log")
+}
+
 /// The run of one row on a started cluster, and its server-side counts.
 fn measure(
     cluster: &RealCluster,
     spec: RowSpec,
     params: &SeedParams,
-    base: &Path,
     out: &Path,
     runtime: &tokio::runtime::Runtime,
     bar: &indicatif::ProgressBar,
@@ -530,7 +534,7 @@ fn measure(
     let metrics_file = out.join(format!("real-{name}-apiserver-metrics.txt"));
     std::fs::write(&metrics_file, &metrics)
         .map_err(|e| format!("writing {}: {e}", metrics_file.display()))?;
-    let clients = audit::read(&base.join("audit.log"))?;
+    let clients = audit::read(&audit_log(cluster))?;
     let totals = request_totals(&prom::parse(&metrics));
     let ours = [audit::client_of(CONTROLLERS_USER_AGENT)];
     let controller_clients: Vec<String> =
