@@ -78,6 +78,7 @@ fn config(read_your_writes: bool, set_list: SetListMode) -> ControllerConfig {
         set_workers: 1,
         daemon_workers: 1,
         profile: PodProfile::Small,
+        with_container: false,
     }
 }
 
@@ -354,7 +355,7 @@ fn over_http_the_controllers_converge_and_the_cache_equals_the_server() {
     let params = params();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let server = runtime.block_on(seed::start_server(&params)).unwrap();
-    let info = seed::ServerInfo { url: server.url() };
+    let info = seed::ServerInfo { url: server.url(), kubeconfig: None };
     let row = Row { cache: CacheKind::Snapshot, read_your_writes: true };
     let report = std::thread::scope(|s| {
         s.spawn(|| seed::run_row(row, Mode::Http, &params, Some(&info), &NoHeap, &|_| {}, false))

@@ -3,15 +3,19 @@
 //! - [`store`]: the cache alone: one writer (saturated, open loop, a sweep of rates) and paced
 //!   readers, one worker process per row;
 //! - [`seed`]: the field report reproduced: StatefulSet and DaemonSet controllers on 200,000
-//!   pods, over HTTP and in process;
+//!   pods, in process, over HTTP to the test API server and against the real control plane;
 //! - [`informer`]: the whole informer fed open loop in process, serving `/metrics`;
 //! - [`soak`]: pod churn with watch faults for a long time, then checks;
 //! - [`kcm`]: the real kube-controller-manager against the test API server at the field
 //!   report's scale, counted from the server side.
+//!
+//! [`serverside`] holds what `kcm` and `seed --mode real` share to count from the API server's
+//! side: its metrics, its audit log and a watch of its pods.
 
 pub mod informer;
 pub mod kcm;
 pub mod seed;
+pub mod serverside;
 pub mod soak;
 pub mod store;
 

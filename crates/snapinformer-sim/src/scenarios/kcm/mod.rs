@@ -32,11 +32,10 @@
 //! (the test server reads and writes Kubernetes protobuf); `--kcm-content-type
 //! application/json` makes it use JSON, whose decoding costs it several times more CPU.
 
-pub mod audit;
-pub mod observer;
 pub mod process;
-pub mod prom;
 pub mod report;
+
+pub use super::serverside::{audit, observer, prom};
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -10,6 +10,7 @@ use super::observer::Counts;
 use super::process::ProcStats;
 use super::prom::{self, Sample as Metric};
 use crate::harness::report::Environment;
+use crate::scenarios::serverside::request_totals;
 
 /// The controller manager's work queues that are reported.
 pub const QUEUES: [&str; 2] = ["statefulset", "daemonset"];
@@ -272,6 +273,62 @@ pub struct Inputs<'a> {
     pub slow_handler_traces: SlowHandlerTraces,
 }
 
+/// The 409 answers of `clients` (the audit log's counts), by client, verb and resource.
+pub fn conflicts_by_client(clients: &ClientRequests) -> Vec<ClientCount> {
+    clients
+        .counts
+        .iter()
+        .filter(|(k, _)| k.code == 409)
+        .map(|(k, n)| ClientCount {
+            client: k.client.clone(),
+            verb: k.verb.clone(),
+            resource: k.resource.clone(),
+            count: *n,
+        })
+        .collect()
+}
+
+/// The figures of the controller manager's StatefulSet and DaemonSet work queues: largest
+/// sampled depths from `samples`, counts and latencies from its last scrape `kcm_metrics`.
+pub fn queue_figures(samples: &Samples, kcm_metrics: &[Metric]) -> Vec<QueueFigures> {
+    let max = |f: fn(&Sample) -> u64| samples.samples.iter().map(f).max().unwrap_or(0);
+    QUEUES
+        .iter()
+        .map(|name| {
+            let want = [("name", *name)];
+            let q = |metric: &str, quantile: f64| {
+                prom::histogram_quantile(kcm_metrics, metric, &want, quantile)
+            };
+            QueueFigures {
+                name: (*name).to_owned(),
+                depth_max: if *name == "statefulset" {
+                    max(|s| s.statefulset_queue_depth)
+                } else {
+                    max(|s| s.daemonset_queue_depth)
+                },
+                adds: prom::sum(kcm_metrics, "workqueue_adds_total", &want) as u64,
+                retries: prom::sum(kcm_metrics, "workqueue_retries_total", &want) as u64,
+                queue_wait_p50_s: q("workqueue_queue_duration_seconds", 0.5),
+                queue_wait_p99_s: q("workqueue_queue_duration_seconds", 0.99),
+                work_p50_s: q("workqueue_work_duration_seconds", 0.5),
+                work_p99_s: q("workqueue_work_duration_seconds", 0.99),
+            }
+        })
+        .collect()
+}
+
+/// Syncs the controller manager skipped because its cache lacked its own writes (client-go
+/// 1.36+ `*_stale_sync_skips_total`), by metric name, from its last scrape.
+pub fn stale_sync_skips(kcm_metrics: &[Metric]) -> BTreeMap<String, u64> {
+    kcm_metrics.iter().filter(|m| m.name.ends_with("_stale_sync_skips_total")).fold(
+        BTreeMap::new(),
+        |mut acc, m| {
+            *acc.entry(m.name.clone()).or_insert(0) += m.value as u64;
+            acc
+        },
+    )
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     if values.is_empty() {
         return 0.0;
@@ -285,65 +342,11 @@ impl KcmReport {
     pub fn build(i: Inputs<'_>) -> Self {
         let samples = &i.samples.samples;
         let max = |f: fn(&Sample) -> u64| samples.iter().map(f).max().unwrap_or(0);
-        let mut conflicts = BTreeMap::new();
-        let mut requests = BTreeMap::new();
-        for m in i.server_metrics.iter().filter(|m| m.name == "apiserver_request_total") {
-            let resource = if m.label("subresource").is_empty() {
-                m.label("resource").to_owned()
-            } else if m.label("resource").is_empty() {
-                m.label("subresource").to_owned()
-            } else {
-                format!("{}/{}", m.label("resource"), m.label("subresource"))
-            };
-            let key = format!("{} {resource}", m.label("verb"));
-            *requests.entry(format!("{key} {}", m.label("code"))).or_insert(0) += m.value as u64;
-            if m.label("code") == "409" {
-                *conflicts.entry(key).or_insert(0) += m.value as u64;
-            }
-        }
-        let conflicts_by_client = i
-            .clients
-            .counts
-            .iter()
-            .filter(|(k, _)| k.code == 409)
-            .map(|(k, n)| ClientCount {
-                client: k.client.clone(),
-                verb: k.verb.clone(),
-                resource: k.resource.clone(),
-                count: *n,
-            })
-            .collect();
-        let queues = QUEUES
-            .iter()
-            .map(|name| {
-                let want = [("name", *name)];
-                let q = |metric: &str, quantile: f64| {
-                    prom::histogram_quantile(i.kcm_metrics, metric, &want, quantile)
-                };
-                QueueFigures {
-                    name: (*name).to_owned(),
-                    depth_max: if *name == "statefulset" {
-                        max(|s| s.statefulset_queue_depth)
-                    } else {
-                        max(|s| s.daemonset_queue_depth)
-                    },
-                    adds: prom::sum(i.kcm_metrics, "workqueue_adds_total", &want) as u64,
-                    retries: prom::sum(i.kcm_metrics, "workqueue_retries_total", &want) as u64,
-                    queue_wait_p50_s: q("workqueue_queue_duration_seconds", 0.5),
-                    queue_wait_p99_s: q("workqueue_queue_duration_seconds", 0.99),
-                    work_p50_s: q("workqueue_work_duration_seconds", 0.5),
-                    work_p99_s: q("workqueue_work_duration_seconds", 0.99),
-                }
-            })
-            .collect();
-        let stale_sync_skips = i
-            .kcm_metrics
-            .iter()
-            .filter(|m| m.name.ends_with("_stale_sync_skips_total"))
-            .fold(BTreeMap::new(), |mut acc, m| {
-                *acc.entry(m.name.clone()).or_insert(0) += m.value as u64;
-                acc
-            });
+        let totals = request_totals(i.server_metrics);
+        let (conflicts, requests) = (totals.conflicts_409, totals.by_code);
+        let conflicts_by_client = conflicts_by_client(&i.clients);
+        let queues = queue_figures(i.samples, i.kcm_metrics);
+        let stale_sync_skips = stale_sync_skips(i.kcm_metrics);
         let staleness = i.samples.pod_cache_staleness_s();
         let pods = [("resource", "pods")];
         let nodes = i.params.nodes as u64;

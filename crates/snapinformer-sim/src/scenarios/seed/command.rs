@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{
-    Mode, Row, SeedParams,
+    Mode, Row, RowSpec, SeedParams,
     cluster::StreamPriority,
     controllers::{DaemonListMode, PodManagement, SetListMode},
     report::{self, ModeReport, SeedReport, SeedRowReport},
@@ -28,22 +28,27 @@ use crate::{
 /// Arguments of `snapinformer-sim seed`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SeedArgs {
-    /// StatefulSets.
-    #[arg(long, default_value_t = 200)]
-    pub sets: usize,
-    /// Replicas per StatefulSet.
-    #[arg(long, default_value_t = 1000)]
-    pub replicas: usize,
-    /// Nodes (one daemon pod each).
-    #[arg(long, default_value_t = 1000)]
-    pub nodes: usize,
-    /// Modes to run (default: both).
+    /// StatefulSets (default 200; 10 when --mode includes real).
+    #[arg(long)]
+    pub sets: Option<usize>,
+    /// Replicas per StatefulSet (default 1000; 200 when --mode includes real).
+    #[arg(long)]
+    pub replicas: Option<usize>,
+    /// Nodes, one daemon pod each (default 1000; 50 kwok nodes when --mode includes real).
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// Modes to run (default: inproc and http). `real` starts a fresh real control plane per
+    /// row (`scripts/real-cluster`: etcd, kube-apiserver, kwok; build it once with
+    /// `scripts/real-cluster build`) and adds the row `kube-controller-manager`. Its defaults
+    /// are what two cores hold with etcd, kube-apiserver and kwok beside the controllers:
+    /// 10 StatefulSets x 200 replicas, a DaemonSet on 50 nodes, 120 s rows, one run.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub mode: Vec<Mode>,
-    /// Rows to run: a cache, with `+ryw` for read-your-writes (default: snapshot, locked,
-    /// locked-batch and kube-rs, each with and without read-your-writes).
-    #[arg(long, alias = "backends", value_delimiter = ',', value_parser = Row::parse)]
-    pub rows: Vec<Row>,
+    /// Rows to run: a cache, with `+ryw` for read-your-writes, or (real mode)
+    /// `kube-controller-manager` (default: snapshot, locked, locked-batch and kube-rs, each
+    /// with and without read-your-writes; in real mode also kube-controller-manager).
+    #[arg(long, alias = "backends", value_delimiter = ',', value_parser = RowSpec::parse)]
+    pub rows: Vec<RowSpec>,
     /// StatefulSet controller workers (kube-controller-manager's
     /// `--concurrent-statefulset-syncs` default).
     #[arg(long, default_value_t = 5)]
@@ -59,9 +64,10 @@ pub struct SeedArgs {
     /// Time from a pod's creation until the kubelet starts it.
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     pub startup_delay: Duration,
-    /// Time limit of one row (a row that has not converged by then reports "never").
-    #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
-    pub max_time: Duration,
+    /// Time limit of one row; a row that has not converged by then reports "never" (default
+    /// 40s; 120s when --mode includes real).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub max_time: Option<Duration>,
     /// How the StatefulSet controller finds a set's pods (the report's controller lists the
     /// namespace; 1.37's looks its UID up in the owner index).
     #[arg(long, value_enum, default_value_t = SetListMode::Namespace)]
@@ -86,11 +92,11 @@ pub struct SeedArgs {
     #[arg(long, value_enum, default_value_t = StreamPriority::Realtime)]
     pub stream_priority: StreamPriority,
     /// Runs of every row; the report gives the median and the range of every figure (default
-    /// 3, or 1 with --quick).
+    /// 3, or 1 with --quick or when --mode includes real).
     #[arg(long)]
     pub repeat: Option<usize>,
     /// A scaled version for CI (under a minute): 10 sets x 200 replicas, 50 nodes, 8 s rows,
-    /// one run.
+    /// one run (in real mode: 4 sets x 50 replicas, 10 nodes, 60 s rows).
     #[arg(long)]
     pub quick: bool,
     /// Directory for report.json, runs/ and the plots.
@@ -108,23 +114,31 @@ pub struct SeedArgs {
     /// Internal: where the worker writes its JSON.
     #[arg(long, hide = true)]
     pub worker_out: Option<PathBuf>,
-    /// Internal: the test API server's URL (http mode).
+    /// Internal: the API server's URL (http and real mode).
     #[arg(long, hide = true)]
     pub server_url: Option<String>,
+    /// Internal: the kubeconfig of the real control plane (real mode).
+    #[arg(long, hide = true)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl SeedArgs {
     /// The run's parameters (`--quick` scales them down).
     pub fn params(&self) -> SeedParams {
+        let real = self.real();
+        let pick = |given: Option<usize>, real_default: usize, default: usize| {
+            given.unwrap_or(if real { real_default } else { default })
+        };
+        let max_time = self.max_time.unwrap_or(Duration::from_secs(if real { 120 } else { 40 }));
         let mut p = SeedParams {
-            sets: self.sets,
-            replicas: self.replicas,
-            nodes: self.nodes,
+            sets: pick(self.sets, 10, 200),
+            replicas: pick(self.replicas, 200, 1000),
+            nodes: pick(self.nodes, 50, 1000),
             set_workers: self.set_workers,
             daemon_workers: self.daemon_workers,
             rate: self.rate,
             startup_delay_ms: self.startup_delay.as_millis() as u64,
-            max_time_s: self.max_time.as_secs_f64(),
+            max_time_s: max_time.as_secs_f64(),
             settle_s: 2.0,
             set_list: self.set_list,
             daemon_list: self.daemon_list,
@@ -134,7 +148,13 @@ impl SeedArgs {
             placement: self.placement,
             stream_priority: self.stream_priority,
         };
-        if self.quick {
+        if self.quick && real {
+            p.sets = 4;
+            p.replicas = 50;
+            p.nodes = 10;
+            p.max_time_s = 60.0;
+            p.settle_s = 1.0;
+        } else if self.quick {
             p.sets = 10;
             p.replicas = 200;
             p.nodes = 50;
@@ -145,8 +165,23 @@ impl SeedArgs {
         p
     }
 
-    fn rows(&self) -> Vec<Row> {
-        if self.rows.is_empty() { Row::defaults() } else { self.rows.clone() }
+    /// Whether real mode runs (in this parent, or as this worker's mode): its defaults apply.
+    fn real(&self) -> bool {
+        self.mode.contains(&Mode::Real) || self.worker_mode == Some(Mode::Real)
+    }
+
+    /// The rows of `mode`: kube-controller-manager's only in real mode.
+    fn rows(&self, mode: Mode) -> Vec<RowSpec> {
+        let rows = if self.rows.is_empty() {
+            let mut rows: Vec<RowSpec> = Row::defaults().into_iter().map(RowSpec::Ours).collect();
+            rows.push(RowSpec::KubeControllerManager);
+            rows
+        } else {
+            self.rows.clone()
+        };
+        rows.into_iter()
+            .filter(|r| mode == Mode::Real || *r != RowSpec::KubeControllerManager)
+            .collect()
     }
 
     fn modes(&self) -> Vec<Mode> {
@@ -154,7 +189,7 @@ impl SeedArgs {
     }
 
     fn repeat(&self) -> usize {
-        self.repeat.unwrap_or(if self.quick { 1 } else { 3 }).max(1)
+        self.repeat.unwrap_or(if self.quick || self.real() { 1 } else { 3 }).max(1)
     }
 }
 
@@ -174,7 +209,8 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
     if params.sets == 0 || params.replicas == 0 || params.nodes == 0 {
         return Err("--sets, --replicas and --nodes must be at least 1".into());
     }
-    let (rows, modes, repeat) = (args.rows(), args.modes(), args.repeat());
+    let (modes, repeat) = (args.modes(), args.repeat());
+    let row_count: usize = modes.iter().map(|&m| args.rows(m).len()).sum();
     let runs_dir = args.out.join("runs");
     std::fs::create_dir_all(&runs_dir)
         .map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
@@ -184,13 +220,13 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
         .enable_all()
         .build()
         .map_err(|e| format!("starting runtime: {e}"))?;
-    let bar = progress_bar((rows.len() * modes.len() * repeat) as u64, "rows");
+    let bar = progress_bar((row_count * repeat) as u64, "rows");
     let (mut runs, mut files) = (Vec::new(), Vec::new());
     for i in 1..=repeat {
         let mut mode_reports = Vec::new();
         for &mode in &modes {
             let mut reports = Vec::new();
-            for &row in &rows {
+            for row in args.rows(mode) {
                 bar.set_message(format!(
                     "run {i}/{repeat} {} {}: starting",
                     mode.name(),
@@ -267,7 +303,10 @@ fn worker(
 ) -> Result<(), String> {
     let mode = args.worker_mode.ok_or("--worker needs --worker-mode")?;
     let out = args.worker_out.as_ref().expect("clap requires --worker-out with --worker");
-    let server = args.server_url.clone().map(|url| super::ServerInfo { url });
+    let server = args
+        .server_url
+        .clone()
+        .map(|url| super::ServerInfo { url, kubeconfig: args.kubeconfig.clone() });
     let report =
         super::run_row(row, mode, params, server.as_ref(), heap, &|msg| phase_line(msg), true)?;
     write_json(out, &report)?;
@@ -275,15 +314,25 @@ fn worker(
     std::process::exit(0);
 }
 
-/// Runs one row of one mode in a worker process, with a fresh test API server for http.
+/// Runs one row of one mode in a worker process, with a fresh test API server for http and a
+/// fresh real control plane for real.
 fn run_parent_row(
-    row: Row,
+    spec: RowSpec,
     mode: Mode,
     args: &SeedArgs,
     params: &SeedParams,
     runtime: &tokio::runtime::Runtime,
     bar: &indicatif::ProgressBar,
 ) -> Result<SeedRowReport, String> {
+    if mode == Mode::Real {
+        let worker = |row: Row, server: &super::ServerInfo| {
+            run_worker(row, mode, args, params, Some(server), bar)
+        };
+        return super::real::run_parent_row(spec, params, &args.out, runtime, bar, &worker);
+    }
+    let RowSpec::Ours(row) = spec else {
+        return Err(format!("the row {} runs only in real mode", spec.name()));
+    };
     let server = match mode {
         Mode::Http => {
             bar.set_message(format!(
@@ -293,9 +342,10 @@ fn run_parent_row(
             ));
             Some(runtime.block_on(super::start_server(params))?)
         }
-        Mode::Inproc => None,
+        Mode::Inproc | Mode::Real => None,
     };
-    let result = run_worker(row, mode, args, params, server.as_ref().map(|s| s.url()), bar);
+    let info = server.as_ref().map(|s| super::ServerInfo { url: s.url(), kubeconfig: None });
+    let result = run_worker(row, mode, args, params, info.as_ref(), bar);
     match server {
         Some(server) => {
             let cluster_pods = server.count(snapinformer_apiserver::ResourceKind::Pod) as u64;
@@ -314,7 +364,7 @@ fn run_worker(
     mode: Mode,
     args: &SeedArgs,
     p: &SeedParams,
-    server_url: Option<String>,
+    server: Option<&super::ServerInfo>,
     bar: &indicatif::ProgressBar,
 ) -> Result<SeedRowReport, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding own executable: {e}"))?;
@@ -338,8 +388,11 @@ fn run_worker(
         .args(["--worker-mode", mode.name()])
         .arg("--worker-out")
         .arg(&out);
-    if let Some(url) = server_url {
-        cmd.args(["--server-url", &url]);
+    if let Some(server) = server {
+        cmd.args(["--server-url", &server.url]);
+        if let Some(kubeconfig) = &server.kubeconfig {
+            cmd.arg("--kubeconfig").arg(kubeconfig);
+        }
     }
     if let Some(profile) = p.pod_profile {
         cmd.args(["--pod-profile", &arg_name(&profile)]);

@@ -167,6 +167,9 @@ pub struct ControllerConfig {
     pub daemon_workers: usize,
     /// Pod profile of created StatefulSet pods.
     pub profile: PodProfile,
+    /// Give StatefulSet pods a container when their profile has none: kube-apiserver rejects
+    /// a pod without one (the test API server and the in-process model take it).
+    pub with_container: bool,
 }
 
 /// What the controllers count beyond the runtime's [`Stats`].
@@ -592,6 +595,13 @@ impl<C: Cluster> Seed<C> {
         }
         if let Some(spec) = pod.spec.as_mut() {
             spec.node_name = Some(self.daemon.nodes[i % self.daemon.nodes.len()].clone());
+            if self.config.with_container && spec.containers.is_empty() {
+                spec.containers.push(Container {
+                    name: "app".into(),
+                    image: Some("registry.k8s.io/pause:3.10".into()),
+                    ..Default::default()
+                });
+            }
         }
         pod.status = Some(PodStatus { phase: Some("Pending".into()), ..Default::default() });
         pod

@@ -3,11 +3,17 @@
 //! 200 StatefulSets of 1000 replicas in one namespace and a DaemonSet over the nodes; the pods
 //! are created by the StatefulSet and DaemonSet controllers of [`controllers`], moved to Running
 //! by a simulated kubelet, and seen by the controllers through the cache under test, one row per
-//! cache (with and without read-your-writes), each in its own worker process. Two modes:
+//! cache (with and without read-your-writes), each in its own worker process. Three modes:
 //!
 //! - **http**: the test API server (`snapinformer-apiserver`, in the parent process) with its
 //!   simulated kubelet; the worker runs the reflector over HTTP, the cache and the controllers,
 //!   which create pods with POSTs and get real 409s.
+//! - **real**: the real control plane (`scripts/real-cluster`: etcd, kube-apiserver and kwok,
+//!   whose fake nodes run the pods), a fresh one per row; the worker is a client of
+//!   kube-apiserver exactly as in http mode, and the row `kube-controller-manager` runs the
+//!   real controller manager (and kube-scheduler) on the same workload instead ([`real`]).
+//!   409s, duplicates and the time until every pod runs are counted from the server's side, the
+//!   same way for every row.
 //! - **inproc**: an in-process cluster model ([`cluster::InprocCluster`]) delivers its writes
 //!   and its kubelet's status updates into the cache's queue at a fixed rate, open loop (as the
 //!   `store` scenario does); staleness counts from each event's scheduled slot ([`slots`]).
@@ -31,11 +37,15 @@ pub mod command;
 pub mod controllers;
 pub mod informer_cache;
 pub mod pipeline;
+pub mod real;
 pub mod report;
 pub mod run;
 pub mod slots;
 
-use std::time::Duration;
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use crate::{harness::placement::Placement, pods::PodProfile, rows::CacheKind};
 use cluster::StreamPriority;
@@ -47,6 +57,8 @@ pub use run::run_row;
 pub const DAEMON_NAMESPACE: &str = "kube-system";
 /// Name of the daemon set (the report's example).
 pub const DAEMON_NAME: &str = "kube-proxy";
+/// The real-mode row of the real kube-controller-manager (`--rows kube-controller-manager`).
+pub const KCM_ROW: &str = "kube-controller-manager";
 
 /// How events reach the cache.
 #[derive(
@@ -60,6 +72,9 @@ pub enum Mode {
     /// In-process cluster model, events straight into the queue, kubelet open loop.
     #[serde(alias = "Inproc")]
     Inproc,
+    /// The real control plane (etcd, kube-apiserver, kwok), reflector over HTTPS: end to end,
+    /// with the real kube-controller-manager as the anchor row.
+    Real,
 }
 
 impl Mode {
@@ -68,6 +83,7 @@ impl Mode {
         match self {
             Mode::Http => "http",
             Mode::Inproc => "inproc",
+            Mode::Real => "real",
         }
     }
 }
@@ -111,6 +127,35 @@ impl Row {
             .into_iter()
             .flat_map(|ryw| caches.map(|cache| Row { cache, read_your_writes: ryw }))
             .collect()
+    }
+}
+
+/// A row as the command line names it: one of ours, or (real mode only) the real
+/// kube-controller-manager ([`KCM_ROW`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowSpec {
+    /// Our controllers over a cache.
+    Ours(Row),
+    /// The real kube-controller-manager on the real control plane.
+    KubeControllerManager,
+}
+
+impl RowSpec {
+    /// Report name.
+    pub fn name(self) -> String {
+        match self {
+            RowSpec::Ours(row) => row.name(),
+            RowSpec::KubeControllerManager => KCM_ROW.to_owned(),
+        }
+    }
+
+    /// Parses [`RowSpec::name`].
+    pub fn parse(s: &str) -> Result<RowSpec, String> {
+        if s == KCM_ROW {
+            Ok(RowSpec::KubeControllerManager)
+        } else {
+            Row::parse(s).map(RowSpec::Ours)
+        }
     }
 }
 
@@ -158,7 +203,7 @@ impl SeedParams {
     /// The pod profile of `mode`.
     pub fn profile(&self, mode: Mode) -> PodProfile {
         match mode {
-            Mode::Http => self.http_pod_profile,
+            Mode::Http | Mode::Real => self.http_pod_profile,
             Mode::Inproc => self.pod_profile.unwrap_or(PodProfile::Realistic),
         }
     }
@@ -169,24 +214,54 @@ impl SeedParams {
     }
 }
 
-/// What the parent tells a worker in http mode.
+/// The user agent of the controllers' client (and their reflector's) in http and real mode:
+/// the server's audit log attributes their requests to `snapinformer-seed`.
+pub const CONTROLLERS_USER_AGENT: &str = concat!("snapinformer-seed/", env!("CARGO_PKG_VERSION"));
+
+/// What the parent tells a worker in http and real mode.
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
-    /// Base URL of the test API server.
+    /// Base URL of the API server (http mode: the test API server, no credentials).
     pub url: String,
+    /// real mode: the kubeconfig to use instead of the bare URL (TLS and a bearer token).
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl ServerInfo {
-    /// The kube client configuration of this server: its URL (no credentials: the test API
-    /// server on loopback), with a read timeout above the watches' 300 s. Everything after
-    /// this in http mode (discovery, the reflector, the controllers' writes) takes any
-    /// `kube::Config`, such as one read from a kubeconfig with its TLS and credentials.
-    pub fn client_config(&self) -> Result<kube::Config, String> {
-        let uri = self.url.parse().map_err(|e| format!("server URL {}: {e}", self.url))?;
-        let mut config = kube::Config::new(uri);
+    /// The kube client configuration of this server: from the kubeconfig if there is one,
+    /// else its bare URL (the test API server on loopback); with a read timeout above the
+    /// watches' 300 s and the controllers' user agent ([`CONTROLLERS_USER_AGENT`]). Everything
+    /// after this (discovery, the reflector, the controllers' writes) is the same for both.
+    pub async fn client_config(&self) -> Result<kube::Config, String> {
+        let mut config = match &self.kubeconfig {
+            Some(path) => kubeconfig_config(path).await?,
+            None => kube::Config::new(
+                self.url.parse().map_err(|e| format!("server URL {}: {e}", self.url))?,
+            ),
+        };
         config.read_timeout = Some(Duration::from_secs(330));
+        with_user_agent(&mut config, CONTROLLERS_USER_AGENT)?;
         Ok(config)
     }
+}
+
+/// The kube client configuration of the kubeconfig at `path` (kube's defaults otherwise).
+pub async fn kubeconfig_config(path: &Path) -> Result<kube::Config, String> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| format!("reading kubeconfig {}: {e}", path.display()))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("kubeconfig {}: {e}", path.display()))
+}
+
+/// Sends `agent` as the `User-Agent` of every request made with `config` (kube's client sends
+/// none of its own), so that the server's audit log names the client.
+pub fn with_user_agent(config: &mut kube::Config, agent: &str) -> Result<(), String> {
+    let value =
+        http::HeaderValue::from_str(agent).map_err(|e| format!("user agent {agent:?}: {e}"))?;
+    config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
+    config.headers.push((http::header::USER_AGENT, value));
+    Ok(())
 }
 
 /// Starts a test API server for one http row: nodes, sets and the daemon set created, the

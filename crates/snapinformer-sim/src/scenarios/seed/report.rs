@@ -1,14 +1,15 @@
 //! The `seed` report: per row and mode, the targets, the like-for-like comparisons and the table.
 
-use std::fmt::Write as _;
+use std::{collections::BTreeMap, fmt::Write as _};
 
-use super::{Mode, SeedParams, pipeline::MAX_BATCH};
+use super::{KCM_ROW, Mode, SeedParams, pipeline::MAX_BATCH};
 use crate::harness::{
     heap::MemoryTrace,
     repeat::RepeatInfo,
     report::{Environment, fmt_us},
     stats::Summary,
 };
+use crate::scenarios::kcm::report::{ClientCount, QueueFigures};
 
 /// Everything measured for one row in one mode.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -116,6 +117,60 @@ pub struct SeedRowReport {
     pub depth_series: Vec<(f64, u64)>,
     /// `(staleness us, cumulative fraction)` points.
     pub staleness_cdf: Vec<(u64, f64)>,
+    /// real mode: what the server's side counted (the source of this row's 409s, duplicates
+    /// and time to all Running), and the controllers' own counts beside it.
+    #[serde(default)]
+    pub server: Option<ServerFigures>,
+}
+
+/// What a real-mode row counted from kube-apiserver's side: its `/metrics`, its audit log and
+/// a watch of its pods, the same way for every row.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct ServerFigures {
+    /// The audit-log clients whose requests are the row's controllers' (`snapinformer-seed`;
+    /// `statefulset-controller` and `daemon-set-controller` for kube-controller-manager).
+    pub controller_clients: Vec<String>,
+    /// Every 409 the server answered (`apiserver_request_total{code="409"}`, any client), by
+    /// `VERB resource`.
+    pub conflicts_409_by_request: BTreeMap<String, u64>,
+    /// 409s by client, verb and resource (audit log).
+    pub conflicts_409_by_client: Vec<ClientCount>,
+    /// Pods the controllers created (201 answers to their pod creates, audit log).
+    pub pod_creates: u64,
+    /// Pod creates of the controllers answered otherwise than 201 or 409 (audit log).
+    pub pod_create_failures: u64,
+    /// Seconds from the workload's creation until the first StatefulSet pod existed.
+    pub first_pod_s: Option<f64>,
+    /// Largest number of daemon pods beyond one per node at one time (pod watch).
+    pub extra_daemon_pods_peak: u64,
+    /// Seconds `scripts/real-cluster start` took.
+    pub control_plane_start_s: f64,
+    /// Our rows: the 409s the controllers' runtime counted itself.
+    pub client_conflicts_409: Option<u64>,
+    /// Our rows: duplicate daemon pods as the controllers counted them.
+    pub client_duplicate_daemon_pods: Option<u64>,
+    /// Our rows: seconds from the controllers' start until their cache showed every pod
+    /// Running.
+    pub client_time_to_all_running_s: Option<f64>,
+    /// The kube-controller-manager row: its own figures.
+    pub kcm: Option<KcmFigures>,
+}
+
+/// The kube-controller-manager row's figures, from its `/metrics` and `/proc`.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct KcmFigures {
+    /// Its StatefulSet and DaemonSet work queues.
+    pub queues: Vec<QueueFigures>,
+    /// Largest `informer_queued_items{resource="pods"}` sampled (its pod informer's FIFO).
+    pub informer_queued_pods_max: u64,
+    /// Syncs skipped by client-go's read-your-writes, by metric name.
+    pub stale_sync_skips: BTreeMap<String, u64>,
+    /// Peak resident set (`VmHWM`), bytes.
+    pub rss_peak_bytes: u64,
+    /// Largest sampled `go_memstats_heap_alloc_bytes`.
+    pub heap_peak_bytes: u64,
+    /// CPU time, seconds.
+    pub cpu_s: f64,
 }
 
 /// The report of every row of one mode.
@@ -171,7 +226,7 @@ pub const HEADLINE: &str = "snapshot+ryw";
 pub fn targets(mode: Mode, rows: &[SeedRowReport]) -> Vec<SeedTarget> {
     let mut out = Vec::new();
     let find = |name: &str| rows.iter().find(|r| r.name == name);
-    for r in rows {
+    for r in rows.iter().filter(|r| r.name != KCM_ROW) {
         out.push(check(
             &format!("{}: the cache equals the cluster once drained", r.name),
             format!("{} cached, {} in the cluster", r.cache_pods, r.cluster_pods),
@@ -212,8 +267,41 @@ pub fn targets(mode: Mode, rows: &[SeedRowReport]) -> Vec<SeedTarget> {
         for base in rows.iter().filter(|r| r.read_your_writes && r.name != HEADLINE) {
             out.extend(compare(ours, base));
         }
+        if let Some(kcm) = find(KCM_ROW) {
+            out.extend(compare_kcm(ours, kcm));
+        }
     }
     out
+}
+
+/// Our `+ryw` row against the real kube-controller-manager on the same real control plane,
+/// on what both are counted by from the server's side.
+fn compare_kcm(ours: &SeedRowReport, kcm: &SeedRowReport) -> Vec<SeedTarget> {
+    let vs = format!("{} vs {KCM_ROW}", ours.name);
+    let time = |r: &SeedRowReport| r.time_to_all_running_s.unwrap_or(f64::INFINITY);
+    let secs = |r: &SeedRowReport| {
+        r.time_to_all_running_s.map_or("never".to_owned(), |t| format!("{t:.1} s"))
+    };
+    vec![
+        check(
+            &format!("{vs}: 409s (server side)"),
+            format!("{} vs {}", ours.conflicts_409, kcm.conflicts_409),
+            "ours not more".into(),
+            ours.conflicts_409 <= kcm.conflicts_409,
+        ),
+        check(
+            &format!("{vs}: duplicate daemon pods (server side)"),
+            format!("{} vs {}", ours.duplicate_daemon_pods, kcm.duplicate_daemon_pods),
+            "ours not more".into(),
+            ours.duplicate_daemon_pods <= kcm.duplicate_daemon_pods,
+        ),
+        check(
+            &format!("{vs}: time until every pod Running (server side)"),
+            format!("{} vs {}", secs(ours), secs(kcm)),
+            "ours not later".into(),
+            time(ours) <= time(kcm),
+        ),
+    ]
 }
 
 /// Where our `+ryw` row wins against `base` (also `+ryw`): time to converge, staleness, queue,
@@ -277,7 +365,7 @@ pub fn table(report: &SeedReport, m: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<18} {:>10} {:>9} {:>22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>16} {:>10} {:>20} {:>8} {:>8}",
+        "{:<24} {:>10} {:>9} {:>22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>16} {:>10} {:>20} {:>8} {:>8}",
         "row",
         "apply/s",
         "stale p50",
@@ -294,18 +382,21 @@ pub fn table(report: &SeedReport, m: usize) -> String {
         "rss MiB"
     );
     for (i, r) in mode.rows.iter().enumerate() {
+        // The controller manager's row has no cache of ours: those columns do not apply.
+        let ours = r.name != KCM_ROW;
+        let cell = |text: String| if ours { text } else { "-".to_owned() };
         let _ = writeln!(
             s,
-            "{:<18} {:>10.0} {:>9} {:>22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>16} {:>10} {:>20} {:>8.0} {:>8.0}",
+            "{:<24} {:>10} {:>9} {:>22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>16} {:>10} {:>20} {:>8} {:>8.0}",
             r.name,
-            r.apply_per_s,
-            fmt_us(r.staleness_us.p50),
-            ranged(fmt_us(r.staleness_us.p99), range(i, "/staleness_us/p99"), us),
-            fmt_us(r.staleness_us.max),
-            fmt_us(r.staleness_from_queue_us.p99),
+            cell(format!("{:.0}", r.apply_per_s)),
+            cell(fmt_us(r.staleness_us.p50)),
+            cell(ranged(fmt_us(r.staleness_us.p99), range(i, "/staleness_us/p99"), us)),
+            cell(fmt_us(r.staleness_us.max)),
+            cell(fmt_us(r.staleness_from_queue_us.p99)),
             r.queue_depth_max,
-            fmt_us(r.list_us.p99),
-            fmt_us(r.index_us.p99),
+            cell(fmt_us(r.list_us.p99)),
+            cell(fmt_us(r.index_us.p99)),
             ranged(r.conflicts_409.to_string(), range(i, "/conflicts_409"), int),
             ranged(r.duplicate_daemon_pods.to_string(), range(i, "/duplicate_daemon_pods"), int),
             ranged(
@@ -313,9 +404,20 @@ pub fn table(report: &SeedReport, m: usize) -> String {
                 range(i, "/time_to_all_running_s"),
                 |v| format!("{v:.1}s")
             ),
-            r.peak_heap_bytes as f64 / (1024.0 * 1024.0),
+            format!("{:.0}", r.peak_heap_bytes as f64 / (1024.0 * 1024.0)),
             r.rss_bytes as f64 / (1024.0 * 1024.0),
         );
+    }
+    if mode.mode == Mode::Real {
+        let _ = writeln!(
+            s,
+            "  409s, dups and all running counted from kube-apiserver's side (audit log by user agent, pod watch; time from the workload's creation); kcm row: depth max = its pod informer's queued items, heap = Go heap"
+        );
+        for r in mode.rows.iter() {
+            if let Some(server) = &r.server {
+                s.push_str(&server_lines(r, server));
+            }
+        }
     }
     if mode.mode == Mode::Inproc {
         let late: Vec<String> = mode
@@ -350,11 +452,65 @@ pub fn table(report: &SeedReport, m: usize) -> String {
     s
 }
 
+/// The server-side detail of one real-mode row.
+fn server_lines(r: &SeedRowReport, server: &ServerFigures) -> String {
+    let mut s = String::new();
+    let by_client: Vec<String> = server
+        .conflicts_409_by_client
+        .iter()
+        .map(|c| format!("{} {} {} {}", c.client, c.verb, c.resource, c.count))
+        .collect();
+    let secs = |t: Option<f64>| t.map_or("never".to_owned(), |t| format!("{t:.1}s"));
+    let _ = writeln!(
+        s,
+        "  {}: 409s by client [{}], every 409 {:?}; pods created {} ({} failed); first pod {}; extra daemon pods peak {}; control plane started in {:.1}s",
+        r.name,
+        by_client.join(", "),
+        server.conflicts_409_by_request,
+        server.pod_creates,
+        server.pod_create_failures,
+        secs(server.first_pod_s),
+        server.extra_daemon_pods_peak,
+        server.control_plane_start_s
+    );
+    if let Some(c) = server.client_conflicts_409 {
+        let _ = writeln!(
+            s,
+            "    the controllers' own count: 409s {c}, duplicates {}, all running in their cache {} after their start",
+            server.client_duplicate_daemon_pods.unwrap_or(0),
+            secs(server.client_time_to_all_running_s)
+        );
+    }
+    if let Some(k) = &server.kcm {
+        let queues: Vec<String> = k
+            .queues
+            .iter()
+            .map(|q| {
+                format!(
+                    "{} depth max {} adds {} retries {}",
+                    q.name, q.depth_max, q.adds, q.retries
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "    kcm: {}; pod informer queued max {}; stale-sync skips {:?}; peak RSS {:.0} MiB, Go heap max {:.0} MiB, CPU {:.1}s",
+            queues.join("; "),
+            k.informer_queued_pods_max,
+            k.stale_sync_skips,
+            k.rss_peak_bytes as f64 / 1048576.0,
+            k.heap_peak_bytes as f64 / 1048576.0,
+            k.cpu_s
+        );
+    }
+    s
+}
+
 /// The staleness definition of `mode`, for titles.
 pub fn staleness_basis(mode: Mode) -> &'static str {
     match mode {
         Mode::Inproc => "from the scheduled slot",
-        Mode::Http => "from receipt",
+        Mode::Http | Mode::Real => "from receipt",
     }
 }
 

@@ -88,8 +88,9 @@ fn world(
     runtime: &tokio::runtime::Runtime,
 ) -> Result<World, String> {
     match mode {
-        Mode::Http => {
-            let config = server.ok_or("http mode needs a server")?.client_config()?;
+        Mode::Http | Mode::Real => {
+            let server = server.ok_or("http and real mode need a server")?;
+            let config = runtime.block_on(server.client_config())?;
             let client = {
                 let _guard = runtime.enter();
                 kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))?
@@ -363,6 +364,7 @@ pub fn run_row(
         set_workers: params.set_workers,
         daemon_workers: params.daemon_workers,
         profile: params.profile(mode),
+        with_container: mode == Mode::Real,
     };
     let nodes = world.daemon.nodes.len();
     let controller_rt = controller_runtime(params, cores.readers)?;
@@ -432,6 +434,7 @@ pub fn run_row(
         depth_series: watched.depth_series,
         staleness_cdf: outcome.staleness.from_slot.cdf(),
         memory_trace: memory,
+        server: None,
     };
     Ok(report)
 }
