@@ -44,6 +44,12 @@
 //!   index values do not change (the common update), as in client-go. A *covering* index
 //!   ([`Indexers::with_covering`]) also swaps the object held in its bucket: one more small-map
 //!   write, in exchange for lookups that never touch the primary map.
+//! - Freeing what a publication supersedes (copied nodes, replaced objects) is about half of a
+//!   write's cost for large objects. By default a reclaimer thread per store does it
+//!   ([`StoreBuilder::background_reclaim`]), as Go's garbage collector does for client-go; its
+//!   backlog is bounded ([`RECLAIM_BACKLOG`] versions), beyond which the writer frees inline.
+//!   In the `store` benchmark at 200,000 pods and 20,000 updates/s this halved staleness p99
+//!   and doubled the highest sustainable rate (BENCHMARKS.md).
 //! - Holding an old snapshot retains the nodes and objects the writer has replaced since, and no
 //!   more. Dropping the last holder of an old version frees it on the dropping thread.
 //! - The allocator matters: copy-on-write allocates and frees many small blocks. In the
@@ -109,4 +115,4 @@ pub use index::{IndexFn, IndexValues, Indexers, NAMESPACE_INDEX};
 pub use keying::{BoxError, KeyFn, TransformFn, UserError};
 pub use object::{Object, ObjectAccess, OwnerUids, split_key};
 pub use snapshot::Snapshot;
-pub use writer::{ApplyOutcome, Batch, Change, Reader, StoreBuilder, Writer};
+pub use writer::{ApplyOutcome, Batch, Change, RECLAIM_BACKLOG, Reader, StoreBuilder, Writer};

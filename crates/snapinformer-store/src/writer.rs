@@ -34,7 +34,7 @@ impl<T: Send + Sync + 'static> StoreBuilder<T, Chunked> {
         StoreBuilder {
             access,
             indexers: Indexers::new(),
-            background_reclaim: false,
+            background_reclaim: true,
             key_fn: KeyFn::meta_namespace(),
             transform: None,
             _backend: std::marker::PhantomData,
@@ -86,15 +86,22 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
         self
     }
 
-    /// Drops superseded versions on a dedicated thread instead of the writer's.
+    /// Whether superseded versions are dropped on a dedicated thread (the default) or by the
+    /// writer itself (`false`).
     ///
     /// Every publication supersedes the previous version. Dropping it (the copied map nodes, and
     /// the objects whose last owner it was) is about half of a write's cost when objects are
-    /// large; by default the writer does it inline, as a locked map would when it replaces a
-    /// value. With this option the writer hands the superseded version to a reclaimer thread
-    /// (named `snapinformer-reclaim`) and goes on, which is what Go's concurrent garbage
-    /// collector does for client-go. The thread ends when the writer is dropped, after
-    /// dropping what it was handed. Memory is freed a little later; nothing else changes.
+    /// large. By default the writer hands the superseded version to a reclaimer thread (named
+    /// `snapinformer-reclaim`, one per store) and goes on, as Go's concurrent garbage collector
+    /// frees what client-go's store replaces. The hand-off is bounded: when
+    /// [`RECLAIM_BACKLOG`] versions are already waiting, the writer drops the next one itself,
+    /// so a reclaimer that cannot keep up slows the writer down instead of letting garbage
+    /// grow. The thread ends when the writer is dropped, after dropping what it was handed.
+    ///
+    /// With `false` the writer frees inline, as a locked map does when it replaces a value: no
+    /// extra thread, memory freed at once, and a write about twice as expensive for
+    /// `k8s_openapi` pods (the `store` benchmark's `snapshot` and `snapshot-bg` rows). Choose it
+    /// for many small stores, where a thread each would cost more than it saves.
     pub fn background_reclaim(mut self, enabled: bool) -> Self {
         self.background_reclaim = enabled;
         self
@@ -166,14 +173,18 @@ pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
 }
 
 /// The background thread that drops superseded versions.
+/// How many superseded versions may wait for the reclaimer thread before the writer drops the
+/// next one itself (see [`StoreBuilder::background_reclaim`]).
+pub const RECLAIM_BACKLOG: usize = 64;
+
 struct Reclaimer<S: Send + 'static> {
-    tx: Option<std::sync::mpsc::Sender<Arc<S>>>,
+    tx: Option<std::sync::mpsc::SyncSender<Arc<S>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<S: Send + Sync + 'static> Reclaimer<S> {
     fn start() -> Result<Self> {
-        let (tx, rx) = std::sync::mpsc::channel::<Arc<S>>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<S>>(RECLAIM_BACKLOG);
         let thread = std::thread::Builder::new()
             .name("snapinformer-reclaim".into())
             .spawn(move || rx.into_iter().for_each(drop))
@@ -181,10 +192,13 @@ impl<S: Send + Sync + 'static> Reclaimer<S> {
         Ok(Reclaimer { tx: Some(tx), thread: Some(thread) })
     }
 
-    /// Hands `old` to the thread; if the thread is gone, drops it here.
+    /// Hands `old` to the thread; if its backlog is full or the thread is gone, drops it here.
     fn reclaim(&self, old: Arc<S>) {
         if let Some(tx) = &self.tx
-            && let Err(std::sync::mpsc::SendError(old)) = tx.send(old)
+            && let Err(
+                std::sync::mpsc::TrySendError::Full(old)
+                | std::sync::mpsc::TrySendError::Disconnected(old),
+            ) = tx.try_send(old)
         {
             drop(old);
         }

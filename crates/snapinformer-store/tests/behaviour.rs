@@ -412,3 +412,128 @@ fn chunked_held_snapshot_is_unchanged_with_background_reclaim() {
     assert_eq!(held.by_index("node", "n1").unwrap().len(), 500);
     assert_eq!(r.snapshot().by_index("node", "n2").unwrap().len(), 500);
 }
+
+/// Which object was dropped on which thread (by thread name).
+type DropLog = Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// An object whose drop, on the reclaimer thread, waits until a gate opens, and which records
+/// the thread that dropped it.
+struct Gated {
+    name: String,
+    gate: Option<Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>>,
+    dropped_on: DropLog,
+}
+
+impl snapinformer_store::Object for Gated {
+    fn name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+    fn namespace(&self) -> Option<&str> {
+        Some("default")
+    }
+    fn resource_version(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        let thread = thread::current().name().map(str::to_owned);
+        if let Some(gate) = &self.gate
+            && thread.as_deref() == Some("snapinformer-reclaim")
+        {
+            let (open, cv) = &**gate;
+            let mut open = open.lock().unwrap();
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+        }
+        self.dropped_on.lock().unwrap().push((self.name.clone(), thread));
+    }
+}
+
+#[test]
+fn a_stalled_reclaimer_makes_the_writer_free_inline_beyond_the_backlog_bound() {
+    use snapinformer_store::{ObjectAccess, RECLAIM_BACKLOG};
+    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let dropped_on: DropLog = Arc::default();
+    let obj = {
+        let (gate, dropped_on) = (gate.clone(), dropped_on.clone());
+        move |name: &str, gated: bool| {
+            Arc::new(Gated {
+                name: name.into(),
+                gate: gated.then(|| gate.clone()),
+                dropped_on: dropped_on.clone(),
+            })
+        }
+    };
+    // The default store reclaims in the background.
+    let (mut w, r) = StoreBuilder::new(ObjectAccess::<Gated>::of()).build().unwrap();
+    w.add(obj("blocker", true)).unwrap();
+    // Supersedes the blocker: the reclaimer takes that version and stalls dropping it.
+    w.update(obj("blocker", false)).unwrap();
+    let extra = 20;
+    let updates = RECLAIM_BACKLOG + 1 + extra;
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut writer_thread = {
+        let obj = obj.clone();
+        Some(thread::spawn(move || {
+            for _ in 0..updates {
+                w.update(obj("x", false)).unwrap();
+            }
+            done_tx.send(()).unwrap();
+            w
+        }))
+    };
+    // The writer is not held up by the stalled reclaimer.
+    done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the writer blocked behind a stalled reclaimer");
+    let w = writer_thread.take().unwrap().join().unwrap();
+    // Opens the gate when dropped, also when an assertion below fails (dropping the writer
+    // joins the reclaimer, which would otherwise wait forever).
+    struct OpenOnDrop(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            *self.0.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.0.1.notify_all();
+        }
+    }
+    let opener = OpenOnDrop(gate.clone());
+    let inline = |d: &[(String, Option<String>)]| {
+        d.iter().filter(|(n, t)| n == "x" && t.as_deref() != Some("snapinformer-reclaim")).count()
+    };
+    {
+        let d = dropped_on.lock().unwrap();
+        assert!(
+            !d.iter().any(|(_, t)| t.as_deref() == Some("snapinformer-reclaim")),
+            "the reclaimer dropped something while stalled: {d:?}"
+        );
+        // At most RECLAIM_BACKLOG versions wait in the channel (+1 in the reclaimer's hands);
+        // everything beyond was freed by the writer.
+        assert!(inline(&d) >= extra, "only {} freed inline: {d:?}", inline(&d));
+    }
+    // Open the gate: the reclaimer drains its backlog, and dropping the writer joins it.
+    drop(opener);
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        drop(w);
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("writer drop returned");
+    assert_eq!(r.snapshot().get_by_key("default/x").map(|o| o.name.clone()).as_deref(), Some("x"));
+    drop(r);
+    let d = dropped_on.lock().unwrap();
+    assert_eq!(d.len(), 2 + updates, "every object was dropped exactly once: {d:?}");
+    assert!(d.iter().any(|(n, t)| n == "blocker" && t.as_deref() == Some("snapinformer-reclaim")));
+}
+
+#[test]
+fn inline_reclamation_frees_a_superseded_object_before_the_update_returns() {
+    let (mut w, _r) = StoreBuilder::new(access()).background_reclaim(false).build().unwrap();
+    let first = Arc::new(pod("a", "n1", 1));
+    let weak = Arc::downgrade(&first);
+    w.add(first).unwrap();
+    w.update(Arc::new(pod("a", "n1", 2))).unwrap();
+    assert!(weak.upgrade().is_none());
+}

@@ -79,6 +79,8 @@ impl CompactStore {
         let (writer, _reader) = StoreBuilder::new(snapinformer_compact::access())
             .covering_index(OWNER_UID_INDEX, snapinformer_compact::owner_uid_index())
             .index(NODE_NAME_INDEX, snapinformer_compact::node_name_index())
+            // The row's figures were measured with the writer freeing inline; kept so.
+            .background_reclaim(false)
             .build()
             .expect("static index names are distinct");
         CompactStore { writer }

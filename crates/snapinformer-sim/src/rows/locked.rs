@@ -136,14 +136,15 @@ pub struct LockedStore {
     per_lock: usize,
     keybuf: String,
     /// Where replaced objects go with `background_free` (the reclaimer drops them).
-    reclaim: Option<mpsc::Sender<Vec<Arc<Pod>>>>,
+    reclaim: Option<mpsc::SyncSender<Vec<Arc<Pod>>>>,
 }
 
 impl LockedStore {
     /// An empty store written as `config` says.
     pub fn new(config: LockedConfig) -> Self {
         let reclaim = config.background_free.then(|| {
-            let (tx, rx) = mpsc::channel::<Vec<Arc<Pod>>>();
+            // Bounded as our store's reclaimer is (`RECLAIM_BACKLOG`): like for like.
+            let (tx, rx) = mpsc::sync_channel::<Vec<Arc<Pod>>>(snapinformer_store::RECLAIM_BACKLOG);
             thread::Builder::new()
                 .name("locked-reclaim".into())
                 .spawn(move || {
@@ -195,8 +196,13 @@ impl CacheWriter for LockedStore {
             if let Some(tx) = &self.reclaim
                 && !garbage.is_empty()
             {
-                // The reclaimer lives as long as this store: the send cannot fail.
-                let _ = tx.send(garbage);
+                // A full backlog is freed here, after the lock, as our store's writer does.
+                if let Err(
+                    mpsc::TrySendError::Full(garbage) | mpsc::TrySendError::Disconnected(garbage),
+                ) = tx.try_send(garbage)
+                {
+                    drop(garbage);
+                }
             }
         }
     }

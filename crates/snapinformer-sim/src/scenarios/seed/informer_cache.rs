@@ -62,7 +62,9 @@ pub struct InformerCache<B: Backend> {
 pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache>>, String> {
     let store = || StoreBuilder::new(access::<Pod>()).indexers(pod_indexers());
     Ok(Some(match kind {
-        CacheKind::Snapshot => Box::new(InformerCache::<Chunked>::start(store(), wiring)?),
+        CacheKind::Snapshot => {
+            Box::new(InformerCache::<Chunked>::start(store().background_reclaim(false), wiring)?)
+        }
         CacheKind::SnapshotBg => {
             Box::new(InformerCache::<Chunked>::start(store().background_reclaim(true), wiring)?)
         }
