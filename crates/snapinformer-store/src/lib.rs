@@ -47,7 +47,8 @@
 //! - Freeing what a publication supersedes (copied nodes, replaced objects) is about half of a
 //!   write's cost for large objects. By default a reclaimer thread per store does it
 //!   ([`StoreBuilder::background_reclaim`]), as Go's garbage collector does for client-go; its
-//!   backlog is bounded ([`RECLAIM_BACKLOG`] versions), beyond which the writer frees inline.
+//!   backlog is bounded by the store's size, as `GOGC=100` bounds Go's garbage by the live
+//!   heap, beyond which the writer frees inline.
 //!   In the `store` benchmark at 200,000 pods and 20,000 updates/s this halved staleness p99
 //!   and doubled the highest sustainable rate (BENCHMARKS.md).
 //! - Holding an old snapshot retains the nodes and objects the writer has replaced since, and no
@@ -115,4 +116,4 @@ pub use index::{IndexFn, IndexValues, Indexers, NAMESPACE_INDEX};
 pub use keying::{BoxError, KeyFn, TransformFn, UserError};
 pub use object::{Object, ObjectAccess, OwnerUids, split_key};
 pub use snapshot::Snapshot;
-pub use writer::{ApplyOutcome, Batch, Change, RECLAIM_BACKLOG, Reader, StoreBuilder, Writer};
+pub use writer::{ApplyOutcome, Batch, Change, RECLAIM_BACKLOG_MIN, Reader, StoreBuilder, Writer};

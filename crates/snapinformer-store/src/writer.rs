@@ -5,8 +5,11 @@ use std::{sync::Arc, time::Instant};
 use arc_swap::ArcSwap;
 
 use crate::{
-    Chunked, Error, Indexers, KeyFn, ObjectAccess, Result, Snapshot, TransformFn, backend::Backend,
-    index::IndexFn, index::NAMESPACE_INDEX, state::State,
+    Chunked, Error, Indexers, KeyFn, ObjectAccess, Result, Snapshot, TransformFn,
+    backend::{Backend, PersistentMap},
+    index::IndexFn,
+    index::NAMESPACE_INDEX,
+    state::State,
 };
 
 /// What the writer and all readers share: the published state.
@@ -93,10 +96,12 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
     /// the objects whose last owner it was) is about half of a write's cost when objects are
     /// large. By default the writer hands the superseded version to a reclaimer thread (named
     /// `snapinformer-reclaim`, one per store) and goes on, as Go's concurrent garbage collector
-    /// frees what client-go's store replaces. The hand-off is bounded: when
-    /// [`RECLAIM_BACKLOG`] versions are already waiting, the writer drops the next one itself,
-    /// so a reclaimer that cannot keep up slows the writer down instead of letting garbage
-    /// grow. The thread ends when the writer is dropped, after dropping what it was handed.
+    /// frees what client-go's store replaces. The hand-off is bounded as Go's default `GOGC=100`
+    /// bounds garbage by the live heap: when the versions waiting for the thread have
+    /// superseded as many changes as the store holds objects (at least
+    /// [`RECLAIM_BACKLOG_MIN`]), the writer drops the next version itself, so a reclaimer that
+    /// cannot keep up slows the writer down instead of letting garbage grow without bound. The
+    /// thread ends when the writer is dropped, after dropping what it was handed.
     ///
     /// With `false` the writer frees inline, as a locked map does when it replaces a value: no
     /// extra thread, memory freed at once, and a write about twice as expensive for
@@ -132,6 +137,7 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
             shared,
             keybuf: String::new(),
             pending: 0,
+            superseded: 0,
             pending_rv: None,
             reclaimer,
             transform: self.transform,
@@ -167,39 +173,59 @@ pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
     shared: Arc<Shared<T, B>>,
     keybuf: String,
     pending: usize,
+    /// Objects superseded wholesale since the last publication (by `replace`), beyond `pending`.
+    superseded: usize,
     pending_rv: Option<PendingRv<T>>,
     reclaimer: Option<Reclaimer<State<T, B>>>,
     transform: Option<TransformFn<T>>,
 }
 
 /// The background thread that drops superseded versions.
-/// How many superseded versions may wait for the reclaimer thread before the writer drops the
-/// next one itself (see [`StoreBuilder::background_reclaim`]).
-pub const RECLAIM_BACKLOG: usize = 64;
+/// The least garbage, in superseded changes, the reclaimer thread may have waiting before the
+/// writer frees the next version itself (see [`StoreBuilder::background_reclaim`]); above it,
+/// the bound is the number of objects in the store.
+pub const RECLAIM_BACKLOG_MIN: usize = 10_000;
 
 struct Reclaimer<S: Send + 'static> {
-    tx: Option<std::sync::mpsc::SyncSender<Arc<S>>>,
+    tx: Option<std::sync::mpsc::Sender<(Arc<S>, usize)>>,
+    /// Changes handed to the thread and not yet dropped.
+    backlog: Arc<std::sync::atomic::AtomicUsize>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<S: Send + Sync + 'static> Reclaimer<S> {
     fn start() -> Result<Self> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<S>>(RECLAIM_BACKLOG);
-        let thread = std::thread::Builder::new()
-            .name("snapinformer-reclaim".into())
-            .spawn(move || rx.into_iter().for_each(drop))
-            .map_err(|e| Error::Reclaimer(e.to_string()))?;
-        Ok(Reclaimer { tx: Some(tx), thread: Some(thread) })
+        use std::sync::atomic::Ordering;
+        let (tx, rx) = std::sync::mpsc::channel::<(Arc<S>, usize)>();
+        let backlog = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let thread = {
+            let backlog = backlog.clone();
+            std::thread::Builder::new()
+                .name("snapinformer-reclaim".into())
+                .spawn(move || {
+                    for (old, weight) in rx {
+                        drop(old);
+                        backlog.fetch_sub(weight, Ordering::Relaxed);
+                    }
+                })
+                .map_err(|e| Error::Reclaimer(e.to_string()))?
+        };
+        Ok(Reclaimer { tx: Some(tx), backlog, thread: Some(thread) })
     }
 
-    /// Hands `old` to the thread; if its backlog is full or the thread is gone, drops it here.
-    fn reclaim(&self, old: Arc<S>) {
-        if let Some(tx) = &self.tx
-            && let Err(
-                std::sync::mpsc::TrySendError::Full(old)
-                | std::sync::mpsc::TrySendError::Disconnected(old),
-            ) = tx.try_send(old)
-        {
+    /// Hands `old`, which superseded `weight` changes, to the thread, unless that would take
+    /// its backlog above `limit` changes or the thread is gone: then drops it here.
+    fn reclaim(&self, old: Arc<S>, weight: usize, limit: usize) {
+        use std::sync::atomic::Ordering;
+        let Some(tx) = &self.tx else { return drop(old) };
+        // Only the writer adds to the backlog, so the check and the add do not race with
+        // another add; the thread only lowers it.
+        if self.backlog.load(Ordering::Relaxed).saturating_add(weight) > limit {
+            return drop(old);
+        }
+        self.backlog.fetch_add(weight, Ordering::Relaxed);
+        if let Err(std::sync::mpsc::SendError((old, weight))) = tx.send((old, weight)) {
+            self.backlog.fetch_sub(weight, Ordering::Relaxed);
             drop(old);
         }
     }
@@ -327,6 +353,7 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
                 Ok((key, o))
             })
             .collect::<Result<Vec<_>>>()?;
+        self.superseded += self.work.items.len();
         self.work.replace(keyed);
         self.pending += 1;
         self.pending_rv = Some(PendingRv::Explicit(resource_version.into()));
@@ -413,6 +440,7 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
         }
         self.work = State::clone(&self.shared.current.load());
         self.pending = 0;
+        self.superseded = 0;
         self.pending_rv = None;
     }
 
@@ -434,10 +462,15 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
         }
         self.work.publication += 1;
         self.work.published_at = Instant::now();
+        let weight = self.pending + self.superseded;
         self.pending = 0;
+        self.superseded = 0;
         let old = self.shared.current.swap(Arc::new(self.work.clone()));
         match &self.reclaimer {
-            Some(reclaimer) => reclaimer.reclaim(old),
+            Some(reclaimer) => {
+                let limit = self.work.items.len().max(RECLAIM_BACKLOG_MIN);
+                reclaimer.reclaim(old, weight, limit);
+            }
             None => drop(old),
         }
     }

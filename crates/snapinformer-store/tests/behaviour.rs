@@ -454,7 +454,7 @@ impl Drop for Gated {
 
 #[test]
 fn a_stalled_reclaimer_makes_the_writer_free_inline_beyond_the_backlog_bound() {
-    use snapinformer_store::{ObjectAccess, RECLAIM_BACKLOG};
+    use snapinformer_store::{ObjectAccess, RECLAIM_BACKLOG_MIN};
     let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let dropped_on: DropLog = Arc::default();
     let obj = {
@@ -473,7 +473,7 @@ fn a_stalled_reclaimer_makes_the_writer_free_inline_beyond_the_backlog_bound() {
     // Supersedes the blocker: the reclaimer takes that version and stalls dropping it.
     w.update(obj("blocker", false)).unwrap();
     let extra = 20;
-    let updates = RECLAIM_BACKLOG + 1 + extra;
+    let updates = RECLAIM_BACKLOG_MIN + 1 + extra;
     let (done_tx, done_rx) = mpsc::channel();
     let mut writer_thread = {
         let obj = obj.clone();
@@ -509,7 +509,7 @@ fn a_stalled_reclaimer_makes_the_writer_free_inline_beyond_the_backlog_bound() {
             !d.iter().any(|(_, t)| t.as_deref() == Some("snapinformer-reclaim")),
             "the reclaimer dropped something while stalled: {d:?}"
         );
-        // At most RECLAIM_BACKLOG versions wait in the channel (+1 in the reclaimer's hands);
+        // At most RECLAIM_BACKLOG_MIN changes wait for the reclaimer (the store is small);
         // everything beyond was freed by the writer.
         assert!(inline(&d) >= extra, "only {} freed inline: {d:?}", inline(&d));
     }

@@ -88,8 +88,17 @@ fn model_apply(model: &mut Model, change: &Change<TObj>) {
 }
 
 fn run<B: Backend>(ops: Vec<Op>) {
-    let (mut writer, reader) =
-        StoreBuilder::new(access()).backend::<B>().indexers(base_indexers()).build().unwrap();
+    run_with::<B>(ops, true);
+}
+
+/// Runs `ops` on a store reclaiming in the background (the default) or inline.
+fn run_with<B: Backend>(ops: Vec<Op>, background_reclaim: bool) {
+    let (mut writer, reader) = StoreBuilder::new(access())
+        .backend::<B>()
+        .indexers(base_indexers())
+        .background_reclaim(background_reclaim)
+        .build()
+        .unwrap();
     let mut model = Model::new();
     let mut held: Vec<(Snapshot<TObj, B>, Model)> = Vec::new();
     let mut last_publication = reader.snapshot().publication();
@@ -185,6 +194,11 @@ proptest! {
     #[test]
     fn chunked_snapshots_match_the_model_at_every_publication(ops in prop::collection::vec(op_strategy(48), 1..120)) {
         run::<Chunked>(ops);
+    }
+
+    #[test]
+    fn chunked_with_inline_reclamation_matches_the_model_at_every_publication(ops in prop::collection::vec(op_strategy(48), 1..120)) {
+        run_with::<Chunked>(ops, false);
     }
 
     #[test]

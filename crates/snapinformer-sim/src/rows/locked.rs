@@ -16,7 +16,11 @@
 use std::{
     any::Any,
     collections::{HashMap, HashSet},
-    sync::{Arc, mpsc},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
     thread,
     time::Instant,
 };
@@ -48,6 +52,11 @@ pub(crate) struct LockedInner {
 }
 
 impl LockedInner {
+    /// Objects in the map.
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
     fn new() -> Self {
         let indices = [
             (NAMESPACE_INDEX, IndexFn::namespace(access::<Pod>())),
@@ -136,24 +145,35 @@ pub struct LockedStore {
     per_lock: usize,
     keybuf: String,
     /// Where replaced objects go with `background_free` (the reclaimer drops them).
-    reclaim: Option<mpsc::SyncSender<Vec<Arc<Pod>>>>,
+    reclaim: Option<Reclaim>,
+}
+
+/// The reclaimer thread of `locked-bg`, bounded as our store's is (like for like): when the
+/// objects waiting for it reach the map's size (at least `RECLAIM_BACKLOG_MIN`), the writer
+/// frees the next ones itself, after the lock.
+struct Reclaim {
+    tx: mpsc::Sender<Vec<Arc<Pod>>>,
+    backlog: Arc<AtomicUsize>,
 }
 
 impl LockedStore {
     /// An empty store written as `config` says.
     pub fn new(config: LockedConfig) -> Self {
         let reclaim = config.background_free.then(|| {
-            // Bounded as our store's reclaimer is (`RECLAIM_BACKLOG`): like for like.
-            let (tx, rx) = mpsc::sync_channel::<Vec<Arc<Pod>>>(snapinformer_store::RECLAIM_BACKLOG);
+            let (tx, rx) = mpsc::channel::<Vec<Arc<Pod>>>();
+            let backlog = Arc::new(AtomicUsize::new(0));
+            let thread_backlog = backlog.clone();
             thread::Builder::new()
                 .name("locked-reclaim".into())
                 .spawn(move || {
                     while let Ok(garbage) = rx.recv() {
+                        let n = garbage.len();
                         drop(garbage);
+                        thread_backlog.fetch_sub(n, Ordering::Relaxed);
                     }
                 })
                 .expect("spawn the reclaimer thread");
-            tx
+            Reclaim { tx, backlog }
         });
         LockedStore {
             inner: Arc::new(RwCell::new(config.flavor, LockedInner::new())),
@@ -172,7 +192,7 @@ impl CacheWriter for LockedStore {
         let keep_garbage = self.reclaim.is_some();
         while items.peek().is_some() {
             let (access, keybuf, per_lock) = (self.access, &mut self.keybuf, self.per_lock);
-            let (applied, garbage) = self.inner.write(|inner| {
+            let (applied, garbage, len) = self.inner.write(|inner| {
                 let mut garbage = Vec::new();
                 let mut applied = 0;
                 for change in items.by_ref().take(per_lock) {
@@ -189,19 +209,21 @@ impl CacheWriter for LockedStore {
                     // Without a reclaimer, `old` is dropped here, inside the lock.
                     applied += 1;
                 }
-                (applied, garbage)
+                (applied, garbage, inner.len())
             });
             done += applied;
             visible(done, Instant::now());
-            if let Some(tx) = &self.reclaim
+            if let Some(reclaim) = &self.reclaim
                 && !garbage.is_empty()
             {
-                // A full backlog is freed here, after the lock, as our store's writer does.
-                if let Err(
-                    mpsc::TrySendError::Full(garbage) | mpsc::TrySendError::Disconnected(garbage),
-                ) = tx.try_send(garbage)
-                {
-                    drop(garbage);
+                let (n, limit) = (garbage.len(), len.max(snapinformer_store::RECLAIM_BACKLOG_MIN));
+                // Above the bound the writer frees them here, after the lock, as ours does.
+                if reclaim.backlog.load(Ordering::Relaxed) + n <= limit {
+                    reclaim.backlog.fetch_add(n, Ordering::Relaxed);
+                    if let Err(mpsc::SendError(garbage)) = reclaim.tx.send(garbage) {
+                        reclaim.backlog.fetch_sub(n, Ordering::Relaxed);
+                        drop(garbage);
+                    }
                 }
             }
         }

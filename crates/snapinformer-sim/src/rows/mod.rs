@@ -7,9 +7,11 @@
 //!
 //! - `snapshot`, `snapshot-hamt`: `snapinformer-store` on its chunked (default) and HAMT
 //!   persistent maps. A batch of arrived events is applied and published once; superseded
-//!   versions are dropped by the writer, as the locked baselines drop replaced values.
-//! - `snapshot-bg`: the chunked store with background reclamation: superseded versions are
-//!   dropped on a reclaimer thread (as Go's garbage collector does for client-go).
+//!   versions are dropped by the writer (`background_reclaim(false)`), as the locked baselines
+//!   drop replaced values.
+//! - `snapshot-bg`: the chunked store as it is built by default, with background reclamation:
+//!   superseded versions are dropped on a reclaimer thread (as Go's garbage collector does for
+//!   client-go).
 //! - `snapshot-compact`: the chunked store holding compact pods ([`compact`], issue 14): pods as
 //!   hash-consed trees sharing what they have in common, generated in that form ([`Objects`]).
 //! - `locked`: client-go's `threadSafeMap` in Rust ([`locked`]): one reader/writer lock over the
@@ -142,11 +144,12 @@ pub trait BorrowedReads {
     Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 pub enum CacheKind {
-    /// Ours, chunked persistent map (the store's default), superseded versions dropped inline.
+    /// Ours, chunked persistent map (the default backend), superseded versions dropped inline
+    /// (`background_reclaim(false)`).
     #[value(name = "snapshot")]
     #[serde(rename = "snapshot")]
     Snapshot,
-    /// Ours, chunked, with background reclamation.
+    /// Ours, chunked, with background reclamation (the store's default configuration).
     #[value(name = "snapshot-bg")]
     #[serde(rename = "snapshot-bg")]
     SnapshotBg,
