@@ -381,6 +381,9 @@ fn rows_parse_from_their_names() {
     let defaults = Row::defaults();
     assert_eq!(defaults.len(), 8);
     assert!(defaults[..4].iter().all(|r| r.read_your_writes), "+ryw rows come first");
+    // Ours is the store as it is built by default: background reclamation.
+    assert_eq!(defaults[0].name(), snapinformer_sim::scenarios::seed::report::HEADLINE);
+    assert_eq!(defaults[0], Row { cache: CacheKind::SnapshotBg, read_your_writes: true });
 }
 
 fn wiring() -> Wiring {

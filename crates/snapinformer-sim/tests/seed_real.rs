@@ -41,7 +41,7 @@ fn on_the_real_control_plane_every_pod_runs_without_duplicates_and_the_server_co
         std::env::temp_dir().join(format!("snapinformer-seed-real-test-{}", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_snapinformer-sim"))
         .args(["seed", "--mode", "real", "--sets", "2", "--replicas", "5", "--nodes", "3"])
-        .args(["--rows", &format!("snapshot+ryw,{KCM_ROW}"), "--max-time", "40s"])
+        .args(["--rows", &format!("snapshot-bg+ryw,{KCM_ROW}"), "--max-time", "40s"])
         .arg("--out")
         .arg(&out)
         .output()
@@ -57,7 +57,7 @@ fn on_the_real_control_plane_every_pod_runs_without_duplicates_and_the_server_co
     assert_eq!(mode["mode"], "real");
     let rows = mode["rows"].as_array().expect("rows");
     let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
-    assert_eq!(names, ["snapshot+ryw", KCM_ROW]);
+    assert_eq!(names, ["snapshot-bg+ryw", KCM_ROW]);
     for row in rows {
         let name = &row["name"];
         assert!(

@@ -45,7 +45,7 @@ pub struct SeedArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub mode: Vec<Mode>,
     /// Rows to run: a cache, with `+ryw` for read-your-writes, or (real mode)
-    /// `kube-controller-manager` (default: snapshot, locked, locked-batch and kube-rs, each
+    /// `kube-controller-manager` (default: snapshot-bg, locked, locked-batch and kube-rs, each
     /// with and without read-your-writes; in real mode also kube-controller-manager).
     #[arg(long, alias = "backends", value_delimiter = ',', value_parser = RowSpec::parse)]
     pub rows: Vec<RowSpec>,

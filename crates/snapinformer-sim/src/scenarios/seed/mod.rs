@@ -119,10 +119,11 @@ impl Row {
     }
 
     /// The default rows, in report order: every cache of the headline with read-your-writes
-    /// (compared like for like), then the same without.
+    /// (compared like for like), then the same without. Ours is the store as it is built by
+    /// default (`snapshot-bg`: background reclamation); `snapshot` (inline) is a named row.
     pub fn defaults() -> Vec<Row> {
         let caches =
-            [CacheKind::Snapshot, CacheKind::Locked, CacheKind::LockedBatch, CacheKind::KubeRs];
+            [CacheKind::SnapshotBg, CacheKind::Locked, CacheKind::LockedBatch, CacheKind::KubeRs];
         [true, false]
             .into_iter()
             .flat_map(|ryw| caches.map(|cache| Row { cache, read_your_writes: ryw }))

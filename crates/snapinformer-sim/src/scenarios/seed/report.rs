@@ -219,7 +219,7 @@ fn check(name: &str, value: String, target: String, pass: bool) -> SeedTarget {
 }
 
 /// Our read-your-writes row, against which the baselines' read-your-writes rows are compared.
-pub const HEADLINE: &str = "snapshot+ryw";
+pub const HEADLINE: &str = "snapshot-bg+ryw";
 
 /// The targets for one mode, and the like-for-like comparisons: our `+ryw` row against each
 /// baseline's `+ryw` row (where we win, and where we do not).
