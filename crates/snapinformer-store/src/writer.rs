@@ -180,12 +180,12 @@ pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
     transform: Option<TransformFn<T>>,
 }
 
-/// The background thread that drops superseded versions.
 /// The least garbage, in superseded changes, the reclaimer thread may have waiting before the
 /// writer frees the next version itself (see [`StoreBuilder::background_reclaim`]); above it,
 /// the bound is the number of objects in the store.
 pub const RECLAIM_BACKLOG_MIN: usize = 10_000;
 
+/// The background thread that drops superseded versions.
 struct Reclaimer<S: Send + 'static> {
     tx: Option<std::sync::mpsc::Sender<(Arc<S>, usize)>>,
     /// Changes handed to the thread and not yet dropped.
