@@ -26,6 +26,7 @@ pub struct StoreBuilder<T: Send + Sync + 'static, B: Backend = Chunked> {
     access: ObjectAccess<T>,
     indexers: Indexers<T>,
     background_reclaim: bool,
+    reclaim_priority: ReclaimPriority,
     key_fn: KeyFn<T>,
     transform: Option<TransformFn<T>>,
     _backend: std::marker::PhantomData<B>,
@@ -38,6 +39,7 @@ impl<T: Send + Sync + 'static> StoreBuilder<T, Chunked> {
             access,
             indexers: Indexers::new(),
             background_reclaim: true,
+            reclaim_priority: ReclaimPriority::Idle,
             key_fn: KeyFn::meta_namespace(),
             transform: None,
             _backend: std::marker::PhantomData,
@@ -52,6 +54,7 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
             access: self.access,
             indexers: self.indexers,
             background_reclaim: self.background_reclaim,
+            reclaim_priority: self.reclaim_priority,
             key_fn: self.key_fn,
             transform: self.transform,
             _backend: std::marker::PhantomData,
@@ -112,6 +115,14 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
         self
     }
 
+    /// How the reclaimer thread is scheduled (with [`background_reclaim`](Self::background_reclaim)
+    /// on): [`ReclaimPriority::Idle`] by default, so that freeing memory never takes a core
+    /// from the writer, the event handlers or the controllers. See [`ReclaimPriority`].
+    pub fn reclaim_priority(mut self, priority: ReclaimPriority) -> Self {
+        self.reclaim_priority = priority;
+        self
+    }
+
     /// Registers several index functions.
     pub fn indexers(mut self, indexers: Indexers<T>) -> Self {
         self.indexers.entries.extend(indexers.entries);
@@ -131,7 +142,11 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
             key_fn: self.key_fn,
         });
         let reader = Reader { shared: shared.clone() };
-        let reclaimer = if self.background_reclaim { Some(Reclaimer::start()?) } else { None };
+        let reclaimer = if self.background_reclaim {
+            Some(Reclaimer::start(self.reclaim_priority)?)
+        } else {
+            None
+        };
         let writer = Writer {
             work: state,
             shared,
@@ -185,24 +200,73 @@ pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
 /// the bound is the number of objects in the store.
 pub const RECLAIM_BACKLOG_MIN: usize = 10_000;
 
+/// How the store's reclaimer thread is scheduled (see [`StoreBuilder::reclaim_priority`]).
+///
+/// Freeing what a publication superseded is work nobody waits for, so by default it gets only
+/// the CPU time nothing else wants, as Go's background sweeper does for client-go's garbage.
+/// When the cores are busy the reclaimer falls behind; its backlog is bounded (see
+/// [`StoreBuilder::background_reclaim`]) and beyond the bound the writer frees inline, so a
+/// starved reclaimer costs the writer what freeing inline costs, never more memory than the
+/// bound. The price of the default is memory: on a busy machine garbage waits longer, up to
+/// that bound (as much superseded state as the store holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReclaimPriority {
+    /// Linux `SCHED_IDLE`: the thread runs when a core would otherwise be idle. An unprivileged
+    /// thread may always lower itself to it. Elsewhere, or where the call is refused, the thread
+    /// stays at [`Normal`](ReclaimPriority::Normal) ([`Writer::reclaim_priority`] says which).
+    #[default]
+    Idle,
+    /// The scheduling policy the writer's thread had when it built the store, competing for
+    /// cores as an equal.
+    Normal,
+}
+
 /// The background thread that drops superseded versions.
 struct Reclaimer<S: Send + 'static> {
     tx: Option<std::sync::mpsc::Sender<(Arc<S>, usize)>>,
     /// Changes handed to the thread and not yet dropped.
     backlog: Arc<std::sync::atomic::AtomicUsize>,
+    /// The priority the thread runs at.
+    priority: ReclaimPriority,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Lowers the calling thread to `SCHED_IDLE`; whether it now runs there.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn lower_to_idle() -> bool {
+    use thread_priority::{
+        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id, thread_schedule_policy,
+    };
+    let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+    // The result of the call is not the whole story: the policy may be set and the niceness
+    // call after it refused. What the thread runs at is what counts.
+    let _ = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle);
+    thread_schedule_policy().is_ok_and(|p| p == idle)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn lower_to_idle() -> bool {
+    false
+}
+
 impl<S: Send + Sync + 'static> Reclaimer<S> {
-    fn start() -> Result<Self> {
+    fn start(wanted: ReclaimPriority) -> Result<Self> {
         use std::sync::atomic::Ordering;
         let (tx, rx) = std::sync::mpsc::channel::<(Arc<S>, usize)>();
+        let (started_tx, started) = std::sync::mpsc::sync_channel::<ReclaimPriority>(1);
         let backlog = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let thread = {
             let backlog = backlog.clone();
             std::thread::Builder::new()
                 .name("snapinformer-reclaim".into())
                 .spawn(move || {
+                    let priority = match wanted {
+                        ReclaimPriority::Idle if lower_to_idle() => ReclaimPriority::Idle,
+                        _ => ReclaimPriority::Normal,
+                    };
+                    let _ = started_tx.send(priority);
                     for (old, weight) in rx {
                         drop(old);
                         backlog.fetch_sub(weight, Ordering::Relaxed);
@@ -210,7 +274,10 @@ impl<S: Send + Sync + 'static> Reclaimer<S> {
                 })
                 .map_err(|e| Error::Reclaimer(e.to_string()))?
         };
-        Ok(Reclaimer { tx: Some(tx), backlog, thread: Some(thread) })
+        let priority = started
+            .recv()
+            .map_err(|_| Error::Reclaimer("the thread ended before it started".into()))?;
+        Ok(Reclaimer { tx: Some(tx), backlog, priority, thread: Some(thread) })
     }
 
     /// Hands `old`, which superseded `weight` changes, to the thread, unless that would take
@@ -272,6 +339,13 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
     /// A new reader of this store.
     pub fn reader(&self) -> Reader<T, B> {
         Reader { shared: self.shared.clone() }
+    }
+
+    /// The priority the reclaimer thread runs at, or `None` when the writer frees inline
+    /// (`background_reclaim(false)`). It can differ from what the builder asked for:
+    /// [`ReclaimPriority::Idle`] falls back to `Normal` where the system refuses it.
+    pub fn reclaim_priority(&self) -> Option<ReclaimPriority> {
+        self.reclaimer.as_ref().map(|r| r.priority)
     }
 
     /// The latest published snapshot (what readers see now).

@@ -47,11 +47,11 @@ pub fn rss_high_water_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// Waits (at most 2 s) until the heap stops shrinking, so that versions a background reclaimer
+/// Waits (at most 10 s) until the heap stops shrinking, so that versions a background reclaimer
 /// has not dropped yet are not counted; returns the heap then. A short wait for caches that free
 /// inline.
 pub fn settled(heap: &dyn HeapMeter) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut last = heap.current();
     loop {
         thread::sleep(Duration::from_millis(20));

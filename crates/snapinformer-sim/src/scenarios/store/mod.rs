@@ -395,6 +395,10 @@ pub fn run_row(
     // with the pinned placement it gets the first core.
     let cores = p.placement.cores();
     pin(cores.writer);
+    // Before each phase's updates are generated, the garbage of the phase before is freed:
+    // a reclaimer at idle priority gets no CPU while the generator threads run, and the pool
+    // and the garbage together could exceed the machine's memory.
+    settled(heap);
     log("saturation: generating updates");
     let pool = updates(row, &shape, p.updates, next_rv, 7);
     add_to_digest(&mut digest, "saturation", &pool);
@@ -407,6 +411,7 @@ pub fn run_row(
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
     report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
 
+    settled(heap);
     log("saturation: generating updates");
     let pool = updates(row, &shape, p.updates, next_rv, 11);
     add_to_digest(&mut digest, "saturation-readers", &pool);
@@ -424,6 +429,7 @@ pub fn run_row(
 
     if p.open_loop {
         let count = (p.rate as f64 * p.duration_s) as usize;
+        settled(heap);
         log(&format!("open loop: generating {count} updates"));
         let pool = updates(row, &shape, count, next_rv, 13);
         add_to_digest(&mut digest, "open-loop", &pool);

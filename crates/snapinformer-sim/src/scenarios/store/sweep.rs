@@ -95,6 +95,7 @@ pub fn point(
     log: PhaseLog<'_>,
 ) -> Result<SweepPoint, String> {
     let count = ((rate as f64 * load.duration_s) as usize).max(1);
+    settled(load.heap);
     log(&format!("sweep {rate}/s: generating {count} updates"));
     let pool = super::updates(load.row, load.shape, count, first_rv, load.seed);
     super::add_to_digest(digest, &format!("sweep-{rate}"), &pool);

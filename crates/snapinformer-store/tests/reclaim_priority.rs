@@ -1,0 +1,70 @@
+//! How the reclaimer thread is scheduled. A test binary of its own: it finds the thread by name
+//! among this process's threads, so no other store may run beside it.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{TObj, access};
+use snapinformer_store::{ReclaimPriority, StoreBuilder};
+
+/// `SCHED_IDLE` in `sched(7)`.
+const SCHED_IDLE: u64 = 5;
+/// `SCHED_OTHER`.
+const SCHED_OTHER: u64 = 0;
+
+/// The scheduling policy of every thread of this process named `snapinformer-reclaim`.
+fn reclaimer_policies() -> Vec<u64> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").expect("procfs is mounted") {
+        let dir = task.expect("a task entry").path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        // The kernel keeps the first 15 bytes of a thread's name.
+        if comm.trim_end() != &"snapinformer-reclaim"[..15] {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).expect("a task's stat");
+        // Fields after the command name (which may hold spaces), from field 3 (`state`) on;
+        // `policy` is field 41.
+        let after = stat.rsplit_once(')').expect("stat has a command name").1;
+        let policy = after.split_whitespace().nth(41 - 3).expect("stat has a policy field");
+        found.push(policy.parse().expect("a numeric policy"));
+    }
+    found
+}
+
+fn obj(name: &str, rv: u32) -> Arc<TObj> {
+    Arc::new(TObj {
+        name: name.into(),
+        ns: Some("default".into()),
+        rv: rv.to_string(),
+        node: "n1".into(),
+        owners: vec!["o1".into()],
+        labels: Default::default(),
+    })
+}
+
+#[test]
+fn the_reclaimer_runs_at_idle_priority_by_default_and_at_normal_when_asked() {
+    {
+        let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
+        assert_eq!(w.reclaim_priority(), Some(ReclaimPriority::Idle));
+        assert_eq!(reclaimer_policies(), vec![SCHED_IDLE]);
+        // The idle thread still frees what it is handed.
+        for rv in 0..100 {
+            w.update(obj("a", rv)).unwrap();
+        }
+        assert_eq!(r.snapshot().get_by_key("default/a").unwrap().rv, "99");
+    }
+    assert!(reclaimer_policies().is_empty(), "dropping the writer ends its reclaimer");
+    {
+        let (w, _r) =
+            StoreBuilder::new(access()).reclaim_priority(ReclaimPriority::Normal).build().unwrap();
+        assert_eq!(w.reclaim_priority(), Some(ReclaimPriority::Normal));
+        assert_eq!(reclaimer_policies(), vec![SCHED_OTHER]);
+    }
+    let (w, _r) = StoreBuilder::new(access()).background_reclaim(false).build().unwrap();
+    assert_eq!(w.reclaim_priority(), None);
+    assert!(reclaimer_policies().is_empty());
+}
