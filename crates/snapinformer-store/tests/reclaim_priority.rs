@@ -46,24 +46,30 @@ fn obj(name: &str, rv: u32) -> Arc<TObj> {
 }
 
 #[test]
-fn the_reclaimer_runs_at_idle_priority_by_default_and_at_normal_when_asked() {
+fn the_reclaimer_runs_at_normal_priority_by_default_and_at_idle_when_asked() {
     {
-        let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
-        assert_eq!(w.reclaim_priority(), Some(ReclaimPriority::Idle));
-        assert_eq!(reclaimer_policies(), vec![SCHED_IDLE]);
-        // The idle thread still frees what it is handed.
-        for rv in 0..100 {
-            w.update(obj("a", rv)).unwrap();
-        }
-        assert_eq!(r.snapshot().get_by_key("default/a").unwrap().rv, "99");
-    }
-    assert!(reclaimer_policies().is_empty(), "dropping the writer ends its reclaimer");
-    {
-        let (w, _r) =
-            StoreBuilder::new(access()).reclaim_priority(ReclaimPriority::Normal).build().unwrap();
+        let (w, _r) = StoreBuilder::new(access()).build().unwrap();
         assert_eq!(w.reclaim_priority(), Some(ReclaimPriority::Normal));
         assert_eq!(reclaimer_policies(), vec![SCHED_OTHER]);
     }
+    assert!(reclaimer_policies().is_empty(), "dropping the writer ends its reclaimer");
+    {
+        let (mut w, r) =
+            StoreBuilder::new(access()).reclaim_priority(ReclaimPriority::Idle).build().unwrap();
+        assert_eq!(w.reclaim_priority(), Some(ReclaimPriority::Idle));
+        assert_eq!(reclaimer_policies(), vec![SCHED_IDLE]);
+        // The idle thread still frees what it is handed, and dropping the writer joins it.
+        let first = obj("a", 0);
+        let weak = Arc::downgrade(&first);
+        w.add(first).unwrap();
+        for rv in 1..100 {
+            w.update(obj("a", rv)).unwrap();
+        }
+        assert_eq!(r.snapshot().get_by_key("default/a").unwrap().rv, "99");
+        drop(w);
+        assert!(weak.upgrade().is_none(), "the first version was freed when the writer dropped");
+    }
+    assert!(reclaimer_policies().is_empty(), "dropping the writer ends its reclaimer");
     let (w, _r) = StoreBuilder::new(access()).background_reclaim(false).build().unwrap();
     assert_eq!(w.reclaim_priority(), None);
     assert!(reclaimer_policies().is_empty());

@@ -148,27 +148,12 @@ pub struct LockedStore {
     reclaim: Option<Reclaim>,
 }
 
-/// The reclaimer thread of `locked-bg`, bounded and scheduled as our store's is by default (like
-/// for like): it runs at `SCHED_IDLE` (Linux), and when the objects waiting for it reach the
-/// map's size (at least `RECLAIM_BACKLOG_MIN`), the writer frees the next ones itself, after the
-/// lock.
+/// The reclaimer thread of `locked-bg`, bounded as our store's is (like for like): when the
+/// objects waiting for it reach the map's size (at least `RECLAIM_BACKLOG_MIN`), the writer
+/// frees the next ones itself, after the lock.
 struct Reclaim {
     tx: mpsc::Sender<Vec<Arc<Pod>>>,
     backlog: Arc<AtomicUsize>,
-}
-
-/// Lowers the calling thread to `SCHED_IDLE`, as our store's reclaimer does by default (where
-/// refused, it stays at the normal policy, as ours does).
-fn lower_to_idle() {
-    #[cfg(target_os = "linux")]
-    {
-        use thread_priority::{
-            NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
-            set_thread_priority_and_policy, thread_native_id,
-        };
-        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
-        let _ = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle);
-    }
 }
 
 impl LockedStore {
@@ -181,7 +166,6 @@ impl LockedStore {
             thread::Builder::new()
                 .name("locked-reclaim".into())
                 .spawn(move || {
-                    lower_to_idle();
                     while let Ok(garbage) = rx.recv() {
                         let n = garbage.len();
                         drop(garbage);

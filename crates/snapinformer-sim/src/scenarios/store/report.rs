@@ -207,7 +207,7 @@ pub fn notes(r: &[StoreRowReport]) -> Vec<String> {
                 .join(", ")
         ),
         "Heap: the Rust rows count the allocator's live bytes; the Go rows count the live heap (runtime.GC(), then MemStats.HeapAlloc) in the memory phase. The peak heap of a Rust row is the allocator's exact peak; of a Go row the largest HeapAlloc sampled every 100 ms, garbage not yet collected included. Peak RSS is the kernel's high-water mark (VmHWM) or the largest 100 ms sample, for every row. Every heap figure includes the update pools the harness generates.".to_owned(),
-        "Reclamation: the Go rows free superseded pods on the garbage collector's background workers; snapinformer (the store's default), snapshot-bg and locked-bg free them on a reclaimer thread at idle priority (Linux SCHED_IDLE: it runs when a core has nothing else to run, as Go's background sweeper yields to other goroutines) whose backlog is bounded (beyond it the writer frees inline); the other Rust rows free them on the writer's thread.".to_owned(),
+        "Reclamation: the Go rows free superseded pods on the garbage collector's background workers; snapinformer (the store's default), snapshot-bg and locked-bg free them on a reclaimer thread whose backlog is bounded (beyond it the writer frees inline); the other Rust rows free them on the writer's thread.".to_owned(),
     ];
     let rust = r.iter().find(|b| rows::group(&b.name) != Group::Pipeline && b.go_runtime.is_none());
     let go = r.iter().find(|b| b.go_runtime.is_some());
