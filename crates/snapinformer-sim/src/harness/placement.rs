@@ -139,3 +139,44 @@ fn chrt(args: &[&str], got: &str) -> String {
         Err(e) => format!("normal (chrt: {e})"),
     }
 }
+
+/// How the rows' reclaimer threads are scheduled (`snapinformer`, `snapshot-bg`, `locked-bg`):
+/// `--reclaim-priority` of the `store` command.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ReclaimerPriority {
+    /// The store's default: the reclaimer competes for cores as an equal.
+    #[default]
+    Normal,
+    /// `SCHED_IDLE` (the store's `ReclaimPriority::Idle`): it frees with CPU time nothing else
+    /// wants.
+    Idle,
+}
+
+impl ReclaimerPriority {
+    /// Name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReclaimerPriority::Normal => "normal",
+            ReclaimerPriority::Idle => "idle",
+        }
+    }
+
+    /// The store's setting.
+    pub fn store(self) -> snapinformer_store::ReclaimPriority {
+        match self {
+            ReclaimerPriority::Normal => snapinformer_store::ReclaimPriority::Normal,
+            ReclaimerPriority::Idle => snapinformer_store::ReclaimPriority::Idle,
+        }
+    }
+}

@@ -129,12 +129,19 @@ pub struct LockedConfig {
     pub flavor: LockFlavor,
     /// Free replaced and deleted objects on a reclaimer thread, after the lock is released.
     pub background_free: bool,
+    /// Run that reclaimer at `SCHED_IDLE`, as our store's `ReclaimPriority::Idle` does.
+    pub reclaim_idle: bool,
 }
 
 impl LockedConfig {
     /// One event per write lock, Go's hand-off, objects freed inside the lock: `locked`.
     pub fn per_event() -> Self {
-        LockedConfig { per_lock: 1, flavor: LockFlavor::HandOff, background_free: false }
+        LockedConfig {
+            per_lock: 1,
+            flavor: LockFlavor::HandOff,
+            background_free: false,
+            reclaim_idle: false,
+        }
     }
 }
 
@@ -148,17 +155,33 @@ pub struct LockedStore {
     reclaim: Option<Reclaim>,
 }
 
-/// The reclaimer thread of `locked-bg`, bounded as our store's is (like for like): when the
-/// objects waiting for it reach the map's size (at least `RECLAIM_BACKLOG_MIN`), the writer
-/// frees the next ones itself, after the lock.
+/// The reclaimer thread of `locked-bg`, bounded and scheduled as our store's is (like for like):
+/// when the objects waiting for it reach the map's size (at least `RECLAIM_BACKLOG_MIN`), the
+/// writer frees the next ones itself, after the lock; with `reclaim_idle` it runs at
+/// `SCHED_IDLE`.
 struct Reclaim {
     tx: mpsc::Sender<Vec<Arc<Pod>>>,
     backlog: Arc<AtomicUsize>,
 }
 
+/// Lowers the calling thread to `SCHED_IDLE`, as our store's `ReclaimPriority::Idle` does
+/// (where refused, it stays at the normal policy, as ours does).
+fn lower_to_idle() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::{
+            NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+            set_thread_priority_and_policy, thread_native_id,
+        };
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        let _ = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle);
+    }
+}
+
 impl LockedStore {
     /// An empty store written as `config` says.
     pub fn new(config: LockedConfig) -> Self {
+        let idle = config.reclaim_idle;
         let reclaim = config.background_free.then(|| {
             let (tx, rx) = mpsc::channel::<Vec<Arc<Pod>>>();
             let backlog = Arc::new(AtomicUsize::new(0));
@@ -166,6 +189,9 @@ impl LockedStore {
             thread::Builder::new()
                 .name("locked-reclaim".into())
                 .spawn(move || {
+                    if idle {
+                        lower_to_idle();
+                    }
                     while let Ok(garbage) = rx.recv() {
                         let n = garbage.len();
                         drop(garbage);

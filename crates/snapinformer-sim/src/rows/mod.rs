@@ -48,7 +48,7 @@ pub use objects::{Batches, Objects};
 use std::{any::Any, sync::Arc, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer_store::{Chunked, Hamt};
+use snapinformer_store::{Chunked, Hamt, ReclaimPriority};
 
 use crate::pods::access;
 
@@ -240,13 +240,21 @@ impl CacheKind {
         self == CacheKind::KubeRs
     }
 
-    /// An empty cache of this kind.
+    /// An empty cache of this kind, its reclaimer thread (if it has one) at normal priority.
     pub fn build(self) -> Box<dyn CacheWriter> {
+        self.build_with(ReclaimPriority::Normal)
+    }
+
+    /// An empty cache of this kind; the rows with a reclaimer thread (`snapshot-bg`,
+    /// `locked-bg`) run it at `reclaim`.
+    pub fn build_with(self, reclaim: ReclaimPriority) -> Box<dyn CacheWriter> {
         use lock::LockFlavor;
         use locked::{LockedConfig, LockedStore};
         match self {
             CacheKind::Snapshot => Box::new(snapshot::SnapshotStore::<Chunked>::new(false)),
-            CacheKind::SnapshotBg => Box::new(snapshot::SnapshotStore::<Chunked>::new(true)),
+            CacheKind::SnapshotBg => {
+                Box::new(snapshot::SnapshotStore::<Chunked>::with_reclaimer(reclaim))
+            }
             CacheKind::SnapshotHamt => Box::new(snapshot::SnapshotStore::<Hamt>::new(false)),
             CacheKind::SnapshotCompact => Box::new(compact::CompactStore::new()),
             CacheKind::Locked => Box::new(LockedStore::new(LockedConfig::per_event())),
@@ -256,6 +264,7 @@ impl CacheKind {
             })),
             CacheKind::LockedBg => Box::new(LockedStore::new(LockedConfig {
                 background_free: true,
+                reclaim_idle: reclaim == ReclaimPriority::Idle,
                 ..LockedConfig::per_event()
             })),
             CacheKind::LockedBatch => Box::new(LockedStore::new(LockedConfig {

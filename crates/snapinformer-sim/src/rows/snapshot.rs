@@ -3,7 +3,7 @@
 use std::{any::Any, sync::Arc, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer_store::{Backend, Reader, StoreBuilder, Writer};
+use snapinformer_store::{Backend, Reader, ReclaimPriority, StoreBuilder, Writer};
 
 use super::{BorrowedReads, CacheReader, CacheWriter, OnVisible, SimChange, label_is};
 use crate::pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers, pod_node};
@@ -14,12 +14,21 @@ pub struct SnapshotStore<B: Backend> {
 }
 
 impl<B: Backend> SnapshotStore<B> {
-    /// An empty store with the pod indexes, reclaiming in the background if asked.
+    /// An empty store with the pod indexes, reclaiming in the background (at normal
+    /// priority) if asked.
     pub fn new(background_reclaim: bool) -> Self {
-        let (writer, _reader) = StoreBuilder::new(access::<Pod>())
+        Self::build(StoreBuilder::new(access::<Pod>()).background_reclaim(background_reclaim))
+    }
+
+    /// An empty store with the pod indexes, reclaiming in the background at `priority`.
+    pub fn with_reclaimer(priority: ReclaimPriority) -> Self {
+        Self::build(StoreBuilder::new(access::<Pod>()).reclaim_priority(priority))
+    }
+
+    fn build(builder: StoreBuilder<Pod>) -> Self {
+        let (writer, _reader) = builder
             .backend::<B>()
             .indexers(pod_indexers())
-            .background_reclaim(background_reclaim)
             .build()
             .expect("static index names are distinct");
         SnapshotStore { writer }

@@ -15,7 +15,7 @@ use super::{
 use crate::{
     harness::{
         heap::HeapMeter,
-        placement::WriterPriority,
+        placement::{ReclaimerPriority, WriterPriority},
         plot::{self, PlotRow, SweepLine},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
@@ -44,6 +44,11 @@ pub struct StoreArgs {
     /// machines (the in-process cache rows only).
     #[arg(long, value_enum, default_value_t = WriterPriority::Normal)]
     pub writer_priority: WriterPriority,
+    /// How the reclaimer threads of `snapinformer`, `snapshot-bg` and `locked-bg` are
+    /// scheduled: `normal` (the store's default) or `idle` (`SCHED_IDLE`, the store's
+    /// `ReclaimPriority::Idle`).
+    #[arg(long, value_enum, default_value_t = ReclaimerPriority::Normal)]
+    pub reclaim_priority: ReclaimerPriority,
     /// Offered rates of a sweep, run after the open loop (e.g. 5000,10000,20000,40000,80000):
     /// staleness p99 and queue depth against offered load, and each row's highest sustainable
     /// rate.
@@ -87,6 +92,7 @@ impl StoreArgs {
             pod_profile: l.pod_profile,
             placement: l.placement,
             writer_priority: self.writer_priority,
+            reclaim_priority: self.reclaim_priority,
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
         };
@@ -175,7 +181,7 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     let aggregated = aggregate_reports(&runs).map_err(|e| e.to_string())?;
     let mut report = aggregated.median;
     report.targets = all_targets(&report.rows, &params);
-    report.notes = report::notes(&report.rows);
+    report.notes = report::notes(&report.rows, &params);
     report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
     println!("{}", report::table(&report));
     let json_path = args.out.join("report.json");
@@ -244,7 +250,7 @@ fn assemble(
         params: params.clone(),
         environment: Environment::capture(started_at.to_owned(), allocator),
         targets: all_targets(&rows, params),
-        notes: report::notes(&rows),
+        notes: report::notes(&rows, params),
         rows,
         lock_check,
         repeat: None,
@@ -274,6 +280,9 @@ pub fn worker_args(p: &StoreParams) -> Vec<String> {
     ];
     if p.writer_priority != WriterPriority::Normal {
         a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
+    }
+    if p.reclaim_priority != ReclaimerPriority::Normal {
+        a.extend(["--reclaim-priority".into(), arg_name(&p.reclaim_priority)]);
     }
     if !p.sweep.is_empty() {
         let rates: Vec<String> = p.sweep.iter().map(u64::to_string).collect();
@@ -416,5 +425,32 @@ mod tests {
         assert_eq!(after("--placement"), "unpinned");
         assert_eq!(after("--sweep"), "5000,20000");
         assert_eq!(after("--sweep-duration"), "1000ms", "quick caps sweep points at 1 s");
+        assert!(!flags.iter().any(|f| f == "--reclaim-priority"), "normal is the default");
+    }
+
+    #[test]
+    fn workers_get_the_reclaimers_priority_and_parse_it_back() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            store: StoreArgs,
+        }
+        let parse = |args: &[&str]| {
+            <Cli as clap::Parser>::try_parse_from(
+                std::iter::once("store").chain(args.iter().copied()),
+            )
+        };
+        let cli = parse(&["--reclaim-priority", "idle"]).expect("valid flags");
+        let p = cli.store.params();
+        assert_eq!(p.reclaim_priority, ReclaimerPriority::Idle);
+        let flags = worker_args(&p);
+        let i = flags.iter().position(|f| f == "--reclaim-priority").expect("passed to workers");
+        assert_eq!(flags[i + 1], "idle");
+        // The first argument is the subcommand's name.
+        let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+        let back = parse(&worker).expect("workers parse it").store.params();
+        assert_eq!(back.reclaim_priority, ReclaimerPriority::Idle);
+        assert_eq!(worker_args(&back), flags, "a worker's own arguments round-trip");
+        assert!(parse(&["--reclaim-priority", "low"]).is_err(), "unknown values are refused");
     }
 }

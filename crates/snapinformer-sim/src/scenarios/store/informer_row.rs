@@ -43,7 +43,7 @@ use super::{
 };
 use crate::{
     harness::{
-        placement::{Cores, pin},
+        placement::{Cores, ReclaimerPriority, pin},
         stats::Latency,
     },
     pods::{access, pod_indexers},
@@ -189,7 +189,7 @@ impl InformerRow {
     /// Builds the informer, registers the handler and starts the pipeline (empty until
     /// [`RowDriver::build`]). With the pinned placement the runtime's workers, the feeder and
     /// the handler's thread run on the writer's core.
-    pub fn start(cores: Cores) -> Result<Self, String> {
+    pub fn start(cores: Cores, reclaim: ReclaimerPriority) -> Result<Self, String> {
         let writer_core = cores.writer;
         let workers = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -200,7 +200,9 @@ impl InformerRow {
             .build()
             .map_err(|e| format!("starting the informer's runtime: {e}"))?;
         let informer: Informer<Pod> = InformerBuilder::with_store(
-            StoreBuilder::new(access::<Pod>()).indexers(pod_indexers()),
+            StoreBuilder::new(access::<Pod>())
+                .indexers(pod_indexers())
+                .reclaim_priority(reclaim.store()),
         )
         .name("pods")
         .queue(QueueKind::Real)

@@ -63,7 +63,7 @@ use crate::{
     harness::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler, MemoryTrace, settled},
-        placement::{Placement, WriterPriority, pin},
+        placement::{Placement, ReclaimerPriority, WriterPriority, pin},
         sched::ThreadSched,
         stats::Summary,
     },
@@ -104,6 +104,9 @@ pub struct StoreParams {
     /// How the writer is scheduled in the open loop and the sweep.
     #[serde(default)]
     pub writer_priority: WriterPriority,
+    /// How the rows' reclaimer threads are scheduled.
+    #[serde(default)]
+    pub reclaim_priority: ReclaimerPriority,
     /// Offered rates of the sweep (empty: no sweep).
     #[serde(default)]
     pub sweep: Vec<u64>,
@@ -248,9 +251,9 @@ pub trait RowDriver {
 pub struct CacheDriver(Box<dyn CacheWriter>);
 
 impl CacheDriver {
-    /// An empty cache of this kind.
-    pub fn new(kind: CacheKind) -> Self {
-        CacheDriver(kind.build())
+    /// An empty cache of this kind, its reclaimer (if it has one) at `reclaim`.
+    pub fn new(kind: CacheKind, reclaim: ReclaimerPriority) -> Self {
+        CacheDriver(kind.build_with(reclaim.store()))
     }
 }
 
@@ -309,11 +312,15 @@ impl InProcessRow {
         }
     }
 
-    fn start(self, placement: Placement) -> Result<Box<dyn RowDriver>, String> {
+    fn start(
+        self,
+        placement: Placement,
+        reclaim: ReclaimerPriority,
+    ) -> Result<Box<dyn RowDriver>, String> {
         Ok(match self {
-            InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind)),
+            InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind, reclaim)),
             InProcessRow::Informer => {
-                Box::new(informer_row::InformerRow::start(placement.cores())?)
+                Box::new(informer_row::InformerRow::start(placement.cores(), reclaim)?)
             }
         })
     }
@@ -383,7 +390,7 @@ pub fn run_row(
     let mut digest = WorkloadDigest::default();
     // The row exists before the first measurement (an empty cache, or the informer with its
     // runtime and handler thread), as the Go rows create theirs.
-    let mut driver = row.start(p.placement)?;
+    let mut driver = row.start(p.placement, p.reclaim_priority)?;
     let mut next_rv =
         memory_phase(row, driver.as_mut(), &shape, heap, log, &mut report, &mut digest)?;
     let reader = driver.reader();

@@ -9,6 +9,7 @@ use super::{
 };
 use crate::{
     harness::{
+        placement::ReclaimerPriority,
         repeat::RepeatInfo,
         report::{Environment, TargetCheck, fmt_us},
     },
@@ -196,7 +197,13 @@ fn control_targets(r: &[StoreRowReport], ours: &str) -> Vec<TargetCheck> {
 }
 
 /// The notes of a report: how to read its pairs, its visibility points and its memory figures.
-pub fn notes(r: &[StoreRowReport]) -> Vec<String> {
+pub fn notes(r: &[StoreRowReport], p: &StoreParams) -> Vec<String> {
+    let reclaimer = match p.reclaim_priority {
+        ReclaimerPriority::Normal => "a reclaimer thread",
+        ReclaimerPriority::Idle => {
+            "a reclaimer thread at idle priority (SCHED_IDLE, --reclaim-priority idle: it runs only when a core has nothing else to run)"
+        }
+    };
     let mut out = vec![
         format!(
             "Headline pairs, like against like: {}. A pipeline row's update is visible when its registered event handler receives it (source, queue, batched apply, publication and the hop to the handler's thread); a store row's when the store publishes it. The targets name the pair each line uses.",
@@ -207,7 +214,7 @@ pub fn notes(r: &[StoreRowReport]) -> Vec<String> {
                 .join(", ")
         ),
         "Heap: the Rust rows count the allocator's live bytes; the Go rows count the live heap (runtime.GC(), then MemStats.HeapAlloc) in the memory phase. The peak heap of a Rust row is the allocator's exact peak; of a Go row the largest HeapAlloc sampled every 100 ms, garbage not yet collected included. Peak RSS is the kernel's high-water mark (VmHWM) or the largest 100 ms sample, for every row. Every heap figure includes the update pools the harness generates.".to_owned(),
-        "Reclamation: the Go rows free superseded pods on the garbage collector's background workers; snapinformer (the store's default), snapshot-bg and locked-bg free them on a reclaimer thread whose backlog is bounded (beyond it the writer frees inline); the other Rust rows free them on the writer's thread.".to_owned(),
+        format!("Reclamation: the Go rows free superseded pods on the garbage collector's background workers; snapinformer (the store's default), snapshot-bg and locked-bg free them on {reclaimer} whose backlog is bounded (beyond it the writer frees inline); the other Rust rows free them on the writer's thread."),
     ];
     let rust = r.iter().find(|b| rows::group(&b.name) != Group::Pipeline && b.go_runtime.is_none());
     let go = r.iter().find(|b| b.go_runtime.is_some());
