@@ -296,6 +296,17 @@ pub fn worker_args(p: &StoreParams) -> Vec<String> {
     a
 }
 
+/// [`worker_args`] for one row's worker: only this executable's own workers (in-process rows)
+/// get `--reclaim-priority`; the Go worker has no reclaimer thread and refuses flags it does
+/// not define.
+fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
+    let mut args = worker_args(p);
+    if !in_process && let Some(i) = args.iter().position(|a| a == "--reclaim-priority") {
+        args.drain(i..i + 2);
+    }
+    args
+}
+
 /// Runs one row's worker process and reads its report; `go_worker` is the built client-go
 /// worker, for the Go rows.
 fn run_worker(
@@ -316,7 +327,10 @@ fn run_worker(
     };
     let out = out_dir.join(format!(".worker-{}.json", row.name));
     let mut cmd = Command::new(program);
-    cmd.args(worker_args(params)).args(["--worker", &row.name]).arg("--worker-out").arg(&out);
+    cmd.args(worker_args_for(params, matches!(row.runner, Runner::InProcess(_))))
+        .args(["--worker", &row.name])
+        .arg("--worker-out")
+        .arg(&out);
     let mut report: StoreRowReport = run_child(cmd, &out, &row.name, bar)?;
     report.name.clone_from(&row.name);
     Ok(report)
@@ -452,5 +466,10 @@ mod tests {
         assert_eq!(back.reclaim_priority, ReclaimerPriority::Idle);
         assert_eq!(worker_args(&back), flags, "a worker's own arguments round-trip");
         assert!(parse(&["--reclaim-priority", "low"]).is_err(), "unknown values are refused");
+        // The Go worker gets everything else, and not the flag it does not define.
+        let go = worker_args_for(&p, false);
+        assert!(!go.iter().any(|f| f == "--reclaim-priority" || f == "idle"), "{go:?}");
+        assert_eq!(go.len(), flags.len() - 2);
+        assert_eq!(worker_args_for(&p, true), flags);
     }
 }
