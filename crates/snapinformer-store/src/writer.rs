@@ -211,14 +211,13 @@ pub const RECLAIM_BACKLOG_MIN: usize = 10_000;
 /// starved reclaimer costs the writer what freeing inline costs and never more memory than the
 /// bound.
 ///
-/// Measured in the `store` benchmark (200,000 realistic pods, ten readers on two cores, three
-/// runs; BENCHMARKS.md), `Idle` raised the informer's apply rate with readers above
-/// client-go's (1.13x, against 0.79x at `Normal` in an earlier set) and the store's staleness
-/// lead over client-go's indexer (9.4x against 4.6x), but the informer's staleness p99 was
-/// higher (105 ms against 37 ms; 4.2x lower than client-go's against 7.3x), and garbage waits
-/// at its bound (as much superseded state as the store holds) whenever the cores are busy. So
-/// the default stays `Normal`: choose `Idle` for throughput on busy machines with memory to
-/// spare.
+/// Measured in the `store` benchmark (200,000 realistic pods, ten readers on two cores; sets of
+/// three runs; BENCHMARKS.md), `Idle` raised the informer's apply rate with readers above
+/// client-go's in both sets that ran it (1.13x and 1.36x, against 0.79x and 0.45x at `Normal`);
+/// its staleness p99 was 18x lower than client-go's in one set and 4.2x in the other (7.2-7.3x
+/// at `Normal`). Garbage waits at its bound (as much superseded state as the store holds)
+/// whenever the cores are busy. The default stays `Normal` until an interleaved comparison
+/// decides: choose `Idle` for throughput on busy machines with memory to spare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ReclaimPriority {
