@@ -7,10 +7,12 @@
 //! ```
 //!
 //! Each line is the median of 5 passes over the same updates (in nanoseconds per update) and the
-//! pass's spread. `held` keeps every pod alive outside the store (an extra `Arc` per pod), so
-//! that a pass measures the store's structure alone: no pod is freed. `freed` lets the store hold
-//! the last reference, as a real informer's store does, so superseded pods are freed by whoever
-//! drops the superseded version (the writer inline, or the reclaimer thread).
+//! pass's spread. `held` keeps the pass's own updates and the initial pods alive outside the
+//! store (an extra `Arc` per pod), so that the first pass frees no pod and measures the store's
+//! structure alone (later passes still free the pods earlier passes left in the store). `freed`
+//! lets the store hold the last reference, as a real informer's store does, so superseded pods
+//! are freed by whoever drops the superseded version (the writer inline, or the reclaimer
+//! thread).
 
 use std::{sync::Arc, time::Instant};
 

@@ -231,6 +231,19 @@ pub enum ReclaimPriority {
     Idle,
 }
 
+impl ReclaimPriority {
+    /// Gives the calling thread this priority, as the store's reclaimer thread does when it
+    /// starts; returns the priority the thread runs at. `Normal` changes nothing; `Idle` falls
+    /// back to `Normal` where the system refuses it. For threads of your own that do the same
+    /// kind of work (the benchmarks' locked baseline uses it for its reclaimer).
+    pub fn apply_to_current_thread(self) -> ReclaimPriority {
+        match self {
+            ReclaimPriority::Idle if lower_to_idle() => ReclaimPriority::Idle,
+            _ => ReclaimPriority::Normal,
+        }
+    }
+}
+
 /// The background thread that drops superseded versions.
 struct Reclaimer<S: Send + 'static> {
     tx: Option<std::sync::mpsc::Sender<(Arc<S>, usize)>>,
@@ -271,11 +284,7 @@ impl<S: Send + Sync + 'static> Reclaimer<S> {
             std::thread::Builder::new()
                 .name("snapinformer-reclaim".into())
                 .spawn(move || {
-                    let priority = match wanted {
-                        ReclaimPriority::Idle if lower_to_idle() => ReclaimPriority::Idle,
-                        _ => ReclaimPriority::Normal,
-                    };
-                    let _ = started_tx.send(priority);
+                    let _ = started_tx.send(wanted.apply_to_current_thread());
                     for (old, weight) in rx {
                         drop(old);
                         backlog.fetch_sub(weight, Ordering::Relaxed);

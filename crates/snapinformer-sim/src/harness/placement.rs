@@ -164,14 +164,6 @@ pub enum ReclaimerPriority {
 }
 
 impl ReclaimerPriority {
-    /// Name in reports and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            ReclaimerPriority::Normal => "normal",
-            ReclaimerPriority::Idle => "idle",
-        }
-    }
-
     /// The store's setting.
     pub fn store(self) -> snapinformer_store::ReclaimPriority {
         match self {

@@ -26,7 +26,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer_store::{IndexFn, ObjectAccess, backend::KeyHasher};
+use snapinformer_store::{IndexFn, ObjectAccess, ReclaimPriority, backend::KeyHasher};
 
 use super::{
     CacheReader, CacheWriter, OnVisible, SimChange, label_is,
@@ -164,20 +164,6 @@ struct Reclaim {
     backlog: Arc<AtomicUsize>,
 }
 
-/// Lowers the calling thread to `SCHED_IDLE`, as our store's `ReclaimPriority::Idle` does
-/// (where refused, it stays at the normal policy, as ours does).
-fn lower_to_idle() {
-    #[cfg(target_os = "linux")]
-    {
-        use thread_priority::{
-            NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
-            set_thread_priority_and_policy, thread_native_id,
-        };
-        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
-        let _ = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle);
-    }
-}
-
 impl LockedStore {
     /// An empty store written as `config` says.
     pub fn new(config: LockedConfig) -> Self {
@@ -190,7 +176,7 @@ impl LockedStore {
                 .name("locked-reclaim".into())
                 .spawn(move || {
                     if idle {
-                        lower_to_idle();
+                        ReclaimPriority::Idle.apply_to_current_thread();
                     }
                     while let Ok(garbage) = rx.recv() {
                         let n = garbage.len();

@@ -259,6 +259,13 @@ fn assemble(
 
 /// The flags every store worker gets: the resolved parameters, never `--quick`.
 pub fn worker_args(p: &StoreParams) -> Vec<String> {
+    worker_args_for(p, true)
+}
+
+/// [`worker_args`] for one row's worker: only this executable's own workers (in-process rows)
+/// get `--reclaim-priority`; the Go worker has no reclaimer thread and refuses flags it does
+/// not define.
+fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
     let mut a = vec![
         "store".to_owned(),
         "--objects".into(),
@@ -281,7 +288,7 @@ pub fn worker_args(p: &StoreParams) -> Vec<String> {
     if p.writer_priority != WriterPriority::Normal {
         a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
     }
-    if p.reclaim_priority != ReclaimerPriority::Normal {
+    if in_process && p.reclaim_priority != ReclaimerPriority::Normal {
         a.extend(["--reclaim-priority".into(), arg_name(&p.reclaim_priority)]);
     }
     if !p.sweep.is_empty() {
@@ -294,17 +301,6 @@ pub fn worker_args(p: &StoreParams) -> Vec<String> {
         ]);
     }
     a
-}
-
-/// [`worker_args`] for one row's worker: only this executable's own workers (in-process rows)
-/// get `--reclaim-priority`; the Go worker has no reclaimer thread and refuses flags it does
-/// not define.
-fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
-    let mut args = worker_args(p);
-    if !in_process && let Some(i) = args.iter().position(|a| a == "--reclaim-priority") {
-        args.drain(i..i + 2);
-    }
-    args
 }
 
 /// Runs one row's worker process and reads its report; `go_worker` is the built client-go
