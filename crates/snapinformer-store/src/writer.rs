@@ -211,13 +211,16 @@ pub const RECLAIM_BACKLOG_MIN: usize = 10_000;
 /// starved reclaimer costs the writer what freeing inline costs and never more memory than the
 /// bound.
 ///
-/// Measured in the `store` benchmark (200,000 realistic pods, ten readers on two cores; sets of
-/// three runs; BENCHMARKS.md), `Idle` raised the informer's apply rate with readers above
-/// client-go's in both sets that ran it (1.13x and 1.36x, against 0.79x and 0.45x at `Normal`);
-/// its staleness p99 was 18x lower than client-go's in one set and 4.2x in the other (7.2-7.3x
-/// at `Normal`). Garbage waits at its bound (as much superseded state as the store holds)
-/// whenever the cores are busy. The default stays `Normal` until an interleaved comparison
-/// decides: choose `Idle` for throughput on busy machines with memory to spare.
+/// Measured in the `store` benchmark (200,000 realistic pods, ten readers on two cores, against
+/// real client-go in the same runs; BENCHMARKS.md), `Idle` raised the informer's apply rate with
+/// readers to 1.32x client-go's (median of five runs interleaved with five at `Normal`, which
+/// gave 0.77x), but not its freshness: staleness p99 spread over 28-339 ms at `Idle` and
+/// 51-536 ms at `Normal`, with medians pointing opposite ways. Garbage waits at its bound (as
+/// much superseded state as the store holds) whenever the cores are busy, and with an allocator
+/// that frees under a lock (glibc's malloc frees a block under its arena's lock) a preempted idle
+/// reclaimer can keep the writer waiting for that lock until a core goes idle. Hence the
+/// default, `Normal`; choose `Idle` for write throughput under load on an allocator that frees
+/// without a lock (mimalloc, as the benchmarks use) and with memory to spare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ReclaimPriority {
