@@ -4,7 +4,11 @@
 //!
 //! ```text
 //! cargo run --release -p snapinformer-sim --example apply_probe -- 200000 100000
+//! cargo run --release -p snapinformer-sim --example apply_probe -- 1000000 200000 "(freed)" small
 //! ```
+//!
+//! Arguments: pods, updates, a filter on the line names (empty for all), and the pod profile
+//! (`realistic`, the default, or `small`).
 //!
 //! Each line is the median of 5 passes over the same updates (in nanoseconds per update) and the
 //! pass's spread. `held` keeps the pass's own updates and the initial pods alive outside the
@@ -18,7 +22,7 @@ use std::{sync::Arc, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_sim::{
-    pods::{self, NODE_NAME_INDEX, OWNER_UID_INDEX, Shape, access, pod_node},
+    pods::{self, NODE_NAME_INDEX, OWNER_UID_INDEX, PodProfile, Shape, access, pod_node},
     rows::{CacheKind, SimChange},
 };
 use snapinformer_store::{IndexFn, Indexers, StoreBuilder};
@@ -92,11 +96,19 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200_000);
     let u: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
-    let only: Option<String> = args.next();
-    let shape = Shape::for_objects(n, 1000);
+    let only: Option<String> = args.next().filter(|o| !o.is_empty());
+    let profile = match args.next().as_deref() {
+        None | Some("realistic") => PodProfile::Realistic,
+        Some("small") => PodProfile::Small,
+        Some(other) => {
+            eprintln!("unknown pod profile {other:?}: expected `realistic` or `small`");
+            std::process::exit(2);
+        }
+    };
+    let shape = Shape::for_objects(n, 1000).with_profile(profile);
     let initial = pods::initial_pods(&shape);
     let make_updates = |pass: u64| pods::updates(&shape, u, 10_000_000 * (pass + 1), 11 + pass);
-    println!("{n} pods, {u} updates in batches of {BATCH}, one thread, no readers");
+    println!("{n} {profile:?} pods, {u} updates in batches of {BATCH}, one thread, no readers");
     let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     for hold in [true, false] {
         let mode = if hold { "held" } else { "freed" };
