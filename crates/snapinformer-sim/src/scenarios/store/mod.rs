@@ -352,6 +352,22 @@ pub fn updates(
     row.objects(count, |u| pods::make_pod(shape, plan[u].0, first_rv + u as u64, plan[u].1))
 }
 
+/// [`updates`] for a phase of a run: waits first for the garbage of the phase before to be
+/// freed ([`settled`]), since a reclaimer at idle priority gets no CPU while the generator
+/// threads run, and the new pool and the old garbage together could exceed the machine's
+/// memory.
+pub fn phase_updates(
+    row: InProcessRow,
+    shape: &Shape,
+    count: usize,
+    first_rv: u64,
+    seed: u64,
+    heap: &dyn HeapMeter,
+) -> Objects {
+    settled(heap);
+    updates(row, shape, count, first_rv, seed)
+}
+
 /// Adds the pods of one phase to `digest`, in either form: a compact pod adds exactly what the
 /// `k8s_openapi` pod it was decoded from adds.
 pub fn add_to_digest(digest: &mut WorkloadDigest, phase: &str, pool: &Objects) {
@@ -402,12 +418,8 @@ pub fn run_row(
     // with the pinned placement it gets the first core.
     let cores = p.placement.cores();
     pin(cores.writer);
-    // Before each phase's updates are generated, the garbage of the phase before is freed:
-    // a reclaimer at idle priority gets no CPU while the generator threads run, and the pool
-    // and the garbage together could exceed the machine's memory.
-    settled(heap);
     log("saturation: generating updates");
-    let pool = updates(row, &shape, p.updates, next_rv, 7);
+    let pool = phase_updates(row, &shape, p.updates, next_rv, 7, heap);
     add_to_digest(&mut digest, "saturation", &pool);
     next_rv += p.updates as u64;
     log("saturation: applying without readers");
@@ -418,9 +430,8 @@ pub fn run_row(
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
     report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
 
-    settled(heap);
     log("saturation: generating updates");
-    let pool = updates(row, &shape, p.updates, next_rv, 11);
+    let pool = phase_updates(row, &shape, p.updates, next_rv, 11, heap);
     add_to_digest(&mut digest, "saturation-readers", &pool);
     next_rv += p.updates as u64;
     log("saturation: applying with readers");
@@ -436,9 +447,8 @@ pub fn run_row(
 
     if p.open_loop {
         let count = (p.rate as f64 * p.duration_s) as usize;
-        settled(heap);
         log(&format!("open loop: generating {count} updates"));
-        let pool = updates(row, &shape, count, next_rv, 13);
+        let pool = phase_updates(row, &shape, count, next_rv, 13, heap);
         add_to_digest(&mut digest, "open-loop", &pool);
         next_rv += count as u64;
         log(&format!(

@@ -95,9 +95,8 @@ pub fn point(
     log: PhaseLog<'_>,
 ) -> Result<SweepPoint, String> {
     let count = ((rate as f64 * load.duration_s) as usize).max(1);
-    settled(load.heap);
     log(&format!("sweep {rate}/s: generating {count} updates"));
-    let pool = super::updates(load.row, load.shape, count, first_rv, load.seed);
+    let pool = super::phase_updates(load.row, load.shape, count, first_rv, load.seed, load.heap);
     super::add_to_digest(digest, &format!("sweep-{rate}"), &pool);
     log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
     settled(load.heap);
