@@ -53,29 +53,35 @@ type sweepPoint struct {
 	ReaderOpsPerS float64 `json:"reader_ops_per_s"`
 }
 
-// storeRowReport is the Rust `StoreRowReport`.
+// storeRowReport is the Rust `StoreRowReport`. ApplyProcessCPUUSPerUpdate is the process's CPU
+// time per update in saturation without readers, microseconds, ApplyReclaimCPUUSPerUpdate the
+// CPU per update of the full collection after it; ApplyThreadCPUUSPerUpdate splits their sum
+// into the garbage collector's share and the rest.
 type storeRowReport struct {
-	Name                 string       `json:"name"`
-	ApplyPerS            float64      `json:"apply_per_s"`
-	ApplyPerSWithReaders float64      `json:"apply_per_s_with_readers"`
-	StalenessUS          summary      `json:"staleness_us"`
-	QueueDepthMax        uint64       `json:"queue_depth_max"`
-	QueueDepthEnd        uint64       `json:"queue_depth_end"`
-	ListUS               summary      `json:"list_us"`
-	IndexUS              summary      `json:"index_us"`
-	NsListUS             summary      `json:"ns_list_us"`
-	ReaderOpsPerS        float64      `json:"reader_ops_per_s"`
-	PeakHeapBytes        uint64       `json:"peak_heap_bytes"`
-	RSSBytes             uint64       `json:"rss_bytes"`
-	Memory               memoryReport `json:"memory"`
-	DepthSeries          [][2]any     `json:"depth_series"`
-	StalenessCDF         [][2]any     `json:"staleness_cdf"`
-	MemoryTrace          memoryTrace  `json:"memory_trace"`
-	ReadCosts            *readCosts   `json:"read_costs"`
-	Sweep                []sweepPoint `json:"sweep"`
-	WorkloadDigest       string       `json:"workload_digest"`
-	GoRuntime            *goRuntime   `json:"go_runtime,omitempty"`
-	Notes                []string     `json:"notes,omitempty"`
+	Name                       string             `json:"name"`
+	ApplyPerS                  float64            `json:"apply_per_s"`
+	ApplyPerSWithReaders       float64            `json:"apply_per_s_with_readers"`
+	ApplyProcessCPUUSPerUpdate *float64           `json:"apply_process_cpu_us_per_update"`
+	ApplyReclaimCPUUSPerUpdate *float64           `json:"apply_reclaim_cpu_us_per_update"`
+	ApplyThreadCPUUSPerUpdate  map[string]float64 `json:"apply_thread_cpu_us_per_update,omitempty"`
+	StalenessUS                summary            `json:"staleness_us"`
+	QueueDepthMax              uint64             `json:"queue_depth_max"`
+	QueueDepthEnd              uint64             `json:"queue_depth_end"`
+	ListUS                     summary            `json:"list_us"`
+	IndexUS                    summary            `json:"index_us"`
+	NsListUS                   summary            `json:"ns_list_us"`
+	ReaderOpsPerS              float64            `json:"reader_ops_per_s"`
+	PeakHeapBytes              uint64             `json:"peak_heap_bytes"`
+	RSSBytes                   uint64             `json:"rss_bytes"`
+	Memory                     memoryReport       `json:"memory"`
+	DepthSeries                [][2]any           `json:"depth_series"`
+	StalenessCDF               [][2]any           `json:"staleness_cdf"`
+	MemoryTrace                memoryTrace        `json:"memory_trace"`
+	ReadCosts                  *readCosts         `json:"read_costs"`
+	Sweep                      []sweepPoint       `json:"sweep"`
+	WorkloadDigest             string             `json:"workload_digest"`
+	GoRuntime                  *goRuntime         `json:"go_runtime,omitempty"`
+	Notes                      []string           `json:"notes,omitempty"`
 }
 
 // goRuntime is the Rust `GoRuntimeReport`: what only a Go row reports, the runtime's own view of

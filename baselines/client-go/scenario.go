@@ -160,11 +160,16 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	nextRV += uint64(p.updates)
 	progress("saturation: applying without readers")
 	settle()
+	cpu := markCPU()
 	t := time.Now()
 	if err := b.applyAll(pool); err != nil {
 		return nil, err
 	}
 	rep.ApplyPerS = float64(p.updates) / time.Since(t).Seconds()
+	applied := markCPU()
+	var cpuNote string
+	rep.ApplyProcessCPUUSPerUpdate, rep.ApplyReclaimCPUUSPerUpdate, rep.ApplyThreadCPUUSPerUpdate, cpuNote =
+		cpuPerUpdate(cpu, applied, p.updates, "saturation without readers")
 	pool = nil
 
 	progress("saturation: generating updates")
@@ -238,6 +243,9 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	}
 	rep.WorkloadDigest = digest.hex()
 	rep.Notes = b.notes()
+	if cpuNote != "" {
+		rep.Notes = append(rep.Notes, cpuNote)
+	}
 	progress("done")
 	samples := sampler.finish()
 	rep.MemoryTrace = trace(samples)

@@ -4,8 +4,87 @@
 //! A latency figure alone cannot tell a slow cache from a busy machine. The time a thread spent
 //! waiting on a run queue can: it is the part of its wall time during which it wanted a core and
 //! another thread (of this process or another) had it.
+//!
+//! For a whole pipeline (an informer's threads, or a Go process's goroutines and garbage
+//! collector), [`process_cpu`] gives the CPU time of every thread of the process and
+//! [`ThreadsCpu`] splits it by thread name: the work a phase cost, whatever the machine's other
+//! load did to its wall time.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
+
+/// Clock ticks per second of the times in `/proc/<pid>/stat` (`USER_HZ`, 100 on every Linux
+/// architecture the simulator runs on).
+const USER_HZ: u64 = 100;
+
+/// CPU time (user and system) of the whole process, every thread it has or had, from
+/// `/proc/self/stat`; `None` without `/proc`. Its resolution is the kernel's clock tick (10 ms).
+pub fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    parse_stat_cpu(&stat)
+}
+
+/// User plus system time from a `/proc/<pid>/stat` line. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted from its closing parenthesis.
+fn parse_stat_cpu(stat: &str) -> Option<Duration> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state (field 3) is index 0, utime (field 14) index 11, stime index 12.
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 1000 / USER_HZ))
+}
+
+/// CPU time of each live thread of the process at one moment (`/proc/self/task/*/schedstat`,
+/// nanoseconds), with its name.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadsCpu {
+    by_tid: BTreeMap<u32, (String, u64)>,
+}
+
+impl ThreadsCpu {
+    /// Every live thread's counter now; `None` without `/proc`.
+    pub fn now() -> Option<ThreadsCpu> {
+        let mut by_tid = BTreeMap::new();
+        for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+                continue;
+            };
+            // A thread may exit between listing and reading: skip it.
+            let (Ok(comm), Ok(schedstat)) = (
+                std::fs::read_to_string(entry.path().join("comm")),
+                std::fs::read_to_string(entry.path().join("schedstat")),
+            ) else {
+                continue;
+            };
+            let Some(cpu_ns) = schedstat.split_whitespace().next().and_then(|v| v.parse().ok())
+            else {
+                continue;
+            };
+            by_tid.insert(tid, (comm.trim().to_string(), cpu_ns));
+        }
+        Some(ThreadsCpu { by_tid })
+    }
+
+    /// CPU time used since `earlier`, summed by thread group: a thread's name without a
+    /// trailing number (`reader-3` counts as `reader`). A thread started since `earlier`
+    /// counts whole; one that exited since is missing (the process total has it).
+    pub fn since(&self, earlier: &ThreadsCpu) -> BTreeMap<String, Duration> {
+        let mut out = BTreeMap::new();
+        for (tid, (name, ns)) in &self.by_tid {
+            let before = earlier.by_tid.get(tid).map_or(0, |(_, ns)| *ns);
+            *out.entry(thread_group(name)).or_insert(Duration::ZERO) +=
+                Duration::from_nanos(ns.saturating_sub(before));
+        }
+        out
+    }
+}
+
+/// A thread's name without a trailing number and separator: `reader-3` -> `reader`.
+fn thread_group(name: &str) -> String {
+    let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let trimmed = trimmed.trim_end_matches(['-', '_', '#']);
+    if trimmed.is_empty() { name } else { trimmed }.to_string()
+}
 
 /// Scheduler counters of the calling thread at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -78,5 +157,71 @@ mod tests {
         // 30 ms of wall time, of which the thread ran or waited for a core.
         assert!(used.cpu() + used.wait() >= Duration::from_millis(25), "{used:?}");
         assert!(used.cpu() > Duration::ZERO);
+    }
+
+    #[test]
+    fn process_cpu_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+        let line = "4242 (sim (x) y) R 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 12 0";
+        assert_eq!(parse_stat_cpu(line), Some(Duration::from_secs(3)));
+        assert_eq!(parse_stat_cpu("4242 (truncated"), None);
+        assert_eq!(parse_stat_cpu("4242 (x) R 1 2"), None);
+    }
+
+    /// Spins until the calling thread has used `cpu` of CPU time (not wall time: a busy
+    /// machine only delays it).
+    fn spin_for_cpu(cpu: Duration) {
+        let start = ThreadSched::now().expect("/proc was readable a moment ago");
+        let mut x = 0u64;
+        while ThreadSched::now().expect("readable").since(&start).cpu() < cpu {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+    }
+
+    #[test]
+    fn process_cpu_counts_a_thread_that_has_exited() {
+        let (Some(before), Some(_)) = (process_cpu(), ThreadSched::now()) else { return };
+        std::thread::spawn(|| spin_for_cpu(Duration::from_millis(80)))
+            .join()
+            .expect("the busy thread ran");
+        let used = process_cpu().expect("readable again").saturating_sub(before);
+        // 80 ms of CPU, counted by the kernel in 10 ms ticks.
+        assert!(used >= Duration::from_millis(50), "{used:?}");
+    }
+
+    #[test]
+    fn threads_cpu_groups_numbered_threads_and_counts_new_ones_whole() {
+        let (Some(before), Some(_)) = (ThreadsCpu::now(), ThreadSched::now()) else { return };
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+        let exit_rx = std::sync::Arc::new(std::sync::Mutex::new(exit_rx));
+        let spin = |name: &str| {
+            let (done, exit) = (done_tx.clone(), exit_rx.clone());
+            std::thread::Builder::new()
+                .name(name.to_string())
+                .spawn(move || {
+                    spin_for_cpu(Duration::from_millis(20));
+                    done.send(()).expect("the test waits");
+                    // Stay alive until the counters are read.
+                    let _ = exit.lock().expect("not poisoned").recv();
+                })
+                .expect("spawn")
+        };
+        let (a, b) = (spin("cputest-1"), spin("cputest-2"));
+        for _ in 0..2 {
+            done_rx.recv().expect("a spinning thread reports");
+        }
+        let used = ThreadsCpu::now().expect("readable again").since(&before);
+        drop(exit_tx);
+        a.join().expect("joined");
+        b.join().expect("joined");
+        let group = used.get("cputest").copied().unwrap_or_default();
+        assert!(group >= Duration::from_millis(40), "{used:?}");
+        assert!(!used.contains_key("cputest-1"), "{used:?}");
+        assert_eq!(thread_group("reader-12"), "reader");
+        assert_eq!(thread_group("informer-rt"), "informer-rt");
+        assert_eq!(thread_group("42"), "42");
     }
 }

@@ -53,6 +53,7 @@ pub mod rows;
 pub mod sweep;
 
 use std::{
+    collections::BTreeMap,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -64,7 +65,7 @@ use crate::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler, MemoryTrace, settled},
         placement::{Placement, ReclaimerPriority, WriterPriority, pin},
-        sched::ThreadSched,
+        sched::{ThreadSched, ThreadsCpu, process_cpu},
         stats::Summary,
     },
     pods::{self, NAMESPACE, Shape, WorkloadDigest},
@@ -175,9 +176,30 @@ pub struct StoreRowReport {
     /// Saturation throughput with the paced readers running.
     pub apply_per_s_with_readers: f64,
     /// The writer thread's CPU time per update in saturation without readers, microseconds
-    /// (unlike the rate, not lowered by waiting for a core on a busy machine).
+    /// (unlike the rate, not lowered by waiting for a core on a busy machine). `None` for the
+    /// informer rows, whose writer is a thread of the pipeline (see the two fields below).
     #[serde(default)]
     pub apply_cpu_us_per_update: Option<f64>,
+    /// The whole process's CPU time per update in saturation without readers, microseconds:
+    /// every thread that did the phase's work (writer or processing loop, source, handler,
+    /// reclaimer; for the Go rows every goroutine and the garbage collector's work in the
+    /// phase). The cost of an update, like against like, whatever the machine's other load
+    /// did to the wall time.
+    #[serde(default)]
+    pub apply_process_cpu_us_per_update: Option<f64>,
+    /// The whole process's CPU time per update of that phase spent after it, until the garbage
+    /// it left (the pods it replaced) was reclaimed, microseconds: a background reclaimer's
+    /// leftovers (until the heap stops shrinking) for the Rust rows, one full garbage
+    /// collection for the Go rows, whose phase allocates too little to start one (in a
+    /// cluster, where each update decodes a new pod, one cycle runs per live heap's worth of
+    /// updates at `GOGC=100`, about a phase's worth here).
+    #[serde(default)]
+    pub apply_reclaim_cpu_us_per_update: Option<f64>,
+    /// The phase's and its reclamation's CPU split by thread group (a thread's name without its
+    /// number, truncated by the kernel to 15 bytes; the Go rows: the garbage collector and the
+    /// rest); threads that exited meanwhile are only in the process totals.
+    #[serde(default)]
+    pub apply_thread_cpu_us_per_update: BTreeMap<String, f64>,
     /// The same with the paced readers running.
     #[serde(default)]
     pub apply_cpu_us_per_update_with_readers: Option<f64>,
@@ -424,11 +446,28 @@ pub fn run_row(
     next_rv += p.updates as u64;
     log("saturation: applying without readers");
     settled(heap);
-    let sched = ThreadSched::now();
+    let (sched, process, threads) = (ThreadSched::now(), process_cpu(), ThreadsCpu::now());
     let t = Instant::now();
     driver.apply_all(pool)?;
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
-    report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
+    let per_update = |d: Duration| d.as_secs_f64() * 1e6 / p.updates.max(1) as f64;
+    if row != InProcessRow::Informer {
+        report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
+    }
+    let applied = process_cpu();
+    // The phase left garbage (the pods it replaced) to a reclaimer or, in Go, to the next
+    // collection: its cost is the CPU spent until the heap stops shrinking.
+    settled(heap);
+    let reclaimed = process_cpu();
+    if let (Some(before), Some(applied), Some(reclaimed)) = (process, applied, reclaimed) {
+        report.apply_process_cpu_us_per_update = Some(per_update(applied.saturating_sub(before)));
+        report.apply_reclaim_cpu_us_per_update =
+            Some(per_update(reclaimed.saturating_sub(applied)));
+    }
+    if let (Some(before), Some(after)) = (threads, ThreadsCpu::now()) {
+        report.apply_thread_cpu_us_per_update =
+            after.since(&before).into_iter().map(|(group, cpu)| (group, per_update(cpu))).collect();
+    }
 
     log("saturation: generating updates");
     let pool = phase_updates(row, &shape, p.updates, next_rv, 11, heap);
@@ -441,7 +480,9 @@ pub fn run_row(
     let t = Instant::now();
     let applied = driver.apply_all(pool);
     report.apply_per_s_with_readers = p.updates as f64 / t.elapsed().as_secs_f64();
-    report.apply_cpu_us_per_update_with_readers = cpu_us_per(sched, p.updates);
+    if row != InProcessRow::Informer {
+        report.apply_cpu_us_per_update_with_readers = cpu_us_per(sched, p.updates);
+    }
     let mut lat = readers.stop();
     applied?;
 

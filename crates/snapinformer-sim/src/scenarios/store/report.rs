@@ -404,6 +404,7 @@ pub fn table(report: &StoreReport) -> String {
     pairs_table(&mut s, report);
     go_runtime_lines(&mut s, report);
     read_costs_table(&mut s, report);
+    cpu_table(&mut s, report);
     open_loop_time_table(&mut s, report);
     sweep_table(&mut s, report);
     if let Some(c) = &report.lock_check {
@@ -633,6 +634,42 @@ fn open_loop_time_table(s: &mut String, report: &StoreReport) {
             t.involuntary_switches.map_or("-".into(), |v| v.to_string()),
             secs(t.readers_cpu_s),
             secs(t.readers_runqueue_wait_s),
+        );
+    }
+}
+
+/// CPU per update in saturation without readers: the whole process, the phase and the
+/// reclamation of its garbage, and by thread group.
+fn cpu_table(s: &mut String, report: &StoreReport) {
+    if report.rows.iter().all(|r| r.apply_process_cpu_us_per_update.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nCPU per update, saturation without readers, whole process (every thread; Go: every goroutine and the garbage collector), µs: in the phase + reclaiming its garbage after it (Go: one full collection) = total:"
+    );
+    let total = |r: &StoreRowReport| {
+        Some(r.apply_process_cpu_us_per_update? + r.apply_reclaim_cpu_us_per_update.unwrap_or(0.0))
+    };
+    let anchor = report.rows.iter().find(|r| r.name == "client-go").and_then(total);
+    for r in &report.rows {
+        let (Some(phase), Some(sum)) = (r.apply_process_cpu_us_per_update, total(r)) else {
+            continue;
+        };
+        let mut groups: Vec<(&String, &f64)> =
+            r.apply_thread_cpu_us_per_update.iter().filter(|(_, us)| **us >= 0.05).collect();
+        groups.sort_by(|a, b| b.1.total_cmp(a.1));
+        let split = groups.iter().map(|(g, us)| format!("{g} {us:.1}")).collect::<Vec<_>>();
+        let against = match anchor {
+            Some(a) if r.name != "client-go" => format!(" ({:.2}x client-go)", sum / a.max(1e-9)),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<18} {phase:>6.1} + {:>5.1} = {sum:>6.1}{against}{}",
+            r.name,
+            r.apply_reclaim_cpu_us_per_update.unwrap_or(0.0),
+            if split.is_empty() { String::new() } else { format!("  [{}]", split.join(", ")) }
         );
     }
 }
