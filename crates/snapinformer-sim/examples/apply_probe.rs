@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Arguments: pods, updates, a filter on the line names (empty for all), and the pod profile
-//! (`realistic`, the default, or `small`).
+//! (`realistic`, the default, or `small`). With `PROBE_LIVE_GENERATORS` set, pods are built on
+//! threads that stay alive (parked) instead of threads that exit, so that the allocator's pages
+//! holding them are never abandoned (`PROBE_LIVE_GENERATORS=1 cargo run ... -- 200000 100000 "(freed)"`).
 //!
 //! Each line is the median of 5 passes over the same updates (in nanoseconds per update) and the
 //! pass's spread. `held` keeps the pass's own updates and the initial pods alive outside the
@@ -92,6 +94,30 @@ fn line(name: &str, v: Vec<f64>) {
     );
 }
 
+/// Builds `count` pods on two threads that never exit (they park once done), so that the
+/// allocator's pages holding them stay owned by a live thread, as a reflector's decoding thread
+/// does in a cluster, instead of being abandoned when a generator thread exits.
+fn on_live_threads(count: usize, make: Arc<dyn Fn(usize) -> Pod + Send + Sync>) -> Vec<Arc<Pod>> {
+    let per = count.div_ceil(2).max(1);
+    let parts: Vec<_> = (0..count)
+        .step_by(per)
+        .map(|start| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let make = make.clone();
+            std::thread::spawn(move || {
+                let part: Vec<Arc<Pod>> =
+                    (start..(start + per).min(count)).map(|i| Arc::new(make(i))).collect();
+                tx.send(part).expect("the probe waits");
+                loop {
+                    std::thread::park();
+                }
+            });
+            rx
+        })
+        .collect();
+    parts.into_iter().flat_map(|rx| rx.recv().expect("a generator thread panicked")).collect()
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200_000);
@@ -106,8 +132,29 @@ fn main() {
         }
     };
     let shape = Shape::for_objects(n, 1000).with_profile(profile);
-    let initial = pods::initial_pods(&shape);
-    let make_updates = |pass: u64| pods::updates(&shape, u, 10_000_000 * (pass + 1), 11 + pass);
+    let live = std::env::var_os("PROBE_LIVE_GENERATORS").is_some();
+    let initial = if live {
+        on_live_threads(
+            shape.total(),
+            Arc::new(move |i| pods::make_pod(&shape, i, i as u64 + 1, i % shape.nodes)),
+        )
+    } else {
+        pods::initial_pods(&shape)
+    };
+    let make_updates = |pass: u64| {
+        let (first_rv, seed) = (10_000_000 * (pass + 1), 11 + pass);
+        if live {
+            let plan = pods::update_plan(&shape, u, seed);
+            on_live_threads(
+                u,
+                Arc::new(move |i| {
+                    pods::make_pod(&shape, plan[i].0, first_rv + i as u64, plan[i].1)
+                }),
+            )
+        } else {
+            pods::updates(&shape, u, first_rv, seed)
+        }
+    };
     println!("{n} {profile:?} pods, {u} updates in batches of {BATCH}, one thread, no readers");
     let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     for hold in [true, false] {
