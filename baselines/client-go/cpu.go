@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"runtime/metrics"
 	"syscall"
 	"time"
@@ -41,8 +40,8 @@ func markCPU() cpuMark {
 }
 
 // cpuPerUpdate is what a phase of `updates` updates cost: the process's CPU time per update in
-// microseconds from `before` to `applied` (the phase), the CPU spent after it on one full
-// garbage collection that frees what it replaced (taken here), and the split of both into the
+// microseconds from `before` to `applied` (the phase), from `applied` to `reclaimed` (the full
+// garbage collection after it that frees what it replaced), and the split of both into the
 // garbage collector's share and the rest (the Rust rows' per-thread split), with a note saying
 // how many collection cycles the phase itself ran.
 //
@@ -50,19 +49,14 @@ func markCPU() cpuMark {
 // of its own: without the forced one, the cost of freeing what it replaced would fall outside
 // every measurement, where the Rust rows pay theirs inside. In a cluster each update decodes a
 // new pod, and at GOGC=100 a cycle runs per live heap's worth of allocation, about one phase.
-func cpuPerUpdate(before, applied cpuMark, updates int, phase string) (*float64, *float64, map[string]float64, string) {
-	if !before.ok || !applied.ok || updates <= 0 {
-		return nil, nil, nil, ""
-	}
-	runtime.GC()
-	after := markCPU()
-	if !after.ok {
+func cpuPerUpdate(before, applied, reclaimed cpuMark, updates int, phase string) (*float64, *float64, map[string]float64, string) {
+	if !before.ok || !applied.ok || !reclaimed.ok || updates <= 0 {
 		return nil, nil, nil, ""
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(updates) }
 	inPhase := per(applied.process - before.process)
-	reclaim := per(after.process - applied.process)
-	gc := per(after.gc - before.gc)
+	reclaim := per(reclaimed.process - applied.process)
+	gc := per(reclaimed.gc - before.gc)
 	split := map[string]float64{"garbage collector": gc, "goroutines": max(inPhase+reclaim-gc, 0)}
 	note := fmt.Sprintf("client-go: %s: %d garbage collection cycles ran in the phase; the full collection after it (reclaiming what it replaced) cost %.1f µs of CPU per update",
 		phase, applied.cycles-before.cycles, reclaim)

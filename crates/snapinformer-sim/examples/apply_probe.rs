@@ -24,6 +24,7 @@ use std::{sync::Arc, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_sim::{
+    harness::sched,
     pods::{self, NODE_NAME_INDEX, OWNER_UID_INDEX, PodProfile, Shape, access, pod_node},
     rows::{CacheKind, SimChange},
 };
@@ -76,9 +77,7 @@ fn passes(
 /// This thread's user and system CPU time so far, in clock ticks (10 ms).
 fn thread_times() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
-    let f: Vec<u64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-    (f.get(11).copied().unwrap_or(0), f.get(12).copied().unwrap_or(0))
+    sched::stat_ticks(&stat).unwrap_or((0, 0))
 }
 
 fn line(name: &str, v: Vec<f64>) {

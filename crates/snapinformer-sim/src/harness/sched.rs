@@ -23,15 +23,22 @@ pub fn process_cpu() -> Option<Duration> {
     parse_stat_cpu(&stat)
 }
 
-/// User plus system time from a `/proc/<pid>/stat` line. The command name (field 2) may hold
-/// spaces and parentheses, so fields are counted from its closing parenthesis.
+/// User plus system time from a `/proc/<pid>/stat` line.
 fn parse_stat_cpu(stat: &str) -> Option<Duration> {
+    let (utime, stime) = stat_ticks(stat)?;
+    Some(Duration::from_millis((utime + stime) * 1000 / USER_HZ))
+}
+
+/// User and system time, in clock ticks (`USER_HZ`, 10 ms), from a `/proc/<pid>/stat` or
+/// `/proc/thread-self/stat` line. The command name (field 2) may hold spaces and parentheses,
+/// so fields are counted from its closing parenthesis.
+pub fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
     let rest = &stat[stat.rfind(')')? + 1..];
     // After the name: state (field 3) is index 0, utime (field 14) index 11, stime index 12.
     let mut fields = rest.split_whitespace().skip(11);
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
-    Some(Duration::from_millis((utime + stime) * 1000 / USER_HZ))
+    Some((utime, stime))
 }
 
 /// CPU time of each live thread of the process at one moment (`/proc/self/task/*/schedstat`,
