@@ -21,8 +21,6 @@
 //! - [`pods_compact`]: the typed pod informer (the plain one's API: snapshots with `get`,
 //!   `list`, `by_index`, handlers with old and new objects, transforms), decoding list and
 //!   watch responses straight into `CompactPod`s.
-//! - [`pods_compact`]: the typed pod informer, decoding list and watch responses straight into
-//!   `CompactPod`s.
 //!
 //! # Guarantees
 //!
