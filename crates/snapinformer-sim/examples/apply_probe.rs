@@ -13,8 +13,10 @@
 //! holding them are never abandoned (`PROBE_LIVE_GENERATORS=1 cargo run ... -- 200000 100000 "(freed)"`).
 //!
 //! Each line is the median of 5 passes over the same updates (in nanoseconds per update) and the
-//! pass's spread. `held` keeps the pass's own updates and the initial pods alive outside the
-//! store (an extra `Arc` per pod), so that the first pass frees no pod and measures the store's
+//! pass's spread. Standard error has each pass, with the CPU every thread group used per update
+//! from the pass's start to half a second after its end (a reclaimer thread's share included).
+//! `held` keeps the pass's own updates and the initial pods alive outside the store (an extra
+//! `Arc` per pod), so that the first pass frees no pod and measures the store's
 //! structure alone (later passes still free the pods earlier passes left in the store). `freed`
 //! lets the store hold the last reference, as a real informer's store does, so superseded pods
 //! are freed by whoever drops the superseded version (the writer inline, or the reclaimer
@@ -57,16 +59,32 @@ fn passes(
             let ups = make_updates(pass);
             let held: Vec<Arc<Pod>> = if hold { ups.clone() } else { Vec::new() };
             let (u0, s0) = thread_times();
+            let threads0 = sched::ThreadsCpu::now();
             let start = Instant::now();
             for chunk in ups.chunks(BATCH) {
                 apply(chunk.to_vec());
             }
             let ns = start.elapsed().as_nanos() as f64 / n_updates as f64;
             let (u1, s1) = thread_times();
+            // A reclaimer thread may still be freeing the pass's garbage: give it time to finish
+            // before reading every thread's CPU.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let threads = threads0
+                .zip(sched::ThreadsCpu::now())
+                .map(|(before, after)| after.since(&before))
+                .unwrap_or_default();
+            let split: Vec<String> = threads
+                .iter()
+                .filter(|(_, cpu)| !cpu.is_zero())
+                .map(|(name, cpu)| {
+                    format!("{name} {:.0}", cpu.as_nanos() as f64 / n_updates as f64)
+                })
+                .collect();
             eprintln!(
-                "  pass {pass}: {ns:.0} ns/update, this thread user {} ms sys {} ms",
+                "  pass {pass}: {ns:.0} ns/update, this thread user {} ms sys {} ms; CPU ns/update by thread (to 0.5 s after the pass): {}",
                 (u1 - u0) * 10,
-                (s1 - s0) * 10
+                (s1 - s0) * 10,
+                split.join(", ")
             );
             drop(held);
             ns
