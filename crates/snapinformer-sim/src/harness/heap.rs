@@ -1,4 +1,5 @@
-//! Heap and resident-set measurement: the allocator's live bytes, `/proc` figures, and a sampler
+//! Heap and resident-set measurement: the bytes allocated and not yet freed (as requested: the
+//! allocator's rounding to its size classes is not in them), `/proc` figures, and a sampler
 //! thread that records both through a whole run.
 
 use std::{

@@ -51,13 +51,14 @@
 //!      incarnation-changing updates, no incarnation unseen). Incarnation counts are also
 //!      cross-checked: created on the server minus seen by the handler must equal deleted on
 //!      the server minus ended for the handler (the incarnations the handler never saw).
-//! 3. **heap**: the process heap (the `cap` allocator's count of live bytes) is measured after
-//!    the initial sync and again after the run has settled; it must not have grown by more than
-//!    `heap_tolerance` (10 %) of the first figure. Both measurements are taken in the same
-//!    state: all `pods` pods present (after the checks above, the pods the churn left deleted
-//!    are re-created), server history compacted (the server is in this process; its watch history would
-//!    otherwise dominate), the informer relisted and caught up, the handler idle, and the heap
-//!    steady. The pod informer reclaims superseded versions inline, so nothing else is pending.
+//! 3. **heap**: the process heap (the bytes allocated and not yet freed, as `cap` counts them) is
+//!    measured after the initial sync and again after the run has settled; it must not have grown
+//!    by more than `heap_tolerance` (10 %) of the first figure. Both measurements are taken in the
+//!    same state: all `pods` pods present (after the checks above, the pods the churn left deleted
+//!    are re-created), server history compacted (the server is in this process; its watch history
+//!    would otherwise dominate), the informer relisted and caught up, the handler idle, and the
+//!    heap steady. The pod informer reclaims superseded versions inline, so nothing else is
+//!    pending.
 //!
 //! A failed check makes the command exit with status 1 after writing `soak.json`.
 
