@@ -23,6 +23,12 @@
 //!
 //! Readers read the informer's snapshots with owned results (copied `Arc`s), as they read the
 //! `snapshot` row.
+//!
+//! The same pipeline caching compact pods ([`snapinformer_compact::CompactPod`], the product's
+//! `pods_compact` informer's objects and indexes) is the `snapinformer-compact` row: not one of
+//! the pairs, since its readers get compact pods where client-go's get typed ones, but the
+//! measure of what compact objects buy the whole informer. Its pools are built in compact form
+//! before each phase, as the `snapshot-compact` row's are (decoding is not measured in any row).
 
 use std::{
     sync::{Arc, Condvar, Mutex, MutexGuard},
@@ -31,11 +37,12 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
+use snapinformer_compact::CompactPod;
 use snapinformer_core::{
     DeltaObject, EventHandler, HandlerOptions, Informer, InformerBuilder, QueueKind,
     parse_resource_version,
 };
-use snapinformer_store::StoreBuilder;
+use snapinformer_store::{Reader, StoreBuilder};
 
 use super::{
     RowDriver,
@@ -46,12 +53,77 @@ use crate::{
         placement::{Cores, ReclaimerPriority, pin},
         stats::Latency,
     },
-    pods::{access, pod_indexers},
-    rows::{CacheReader, Objects, snapshot::SnapshotReader},
+    pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers},
+    rows::{
+        CacheReader, Objects,
+        compact::{CompactReader, to_compact},
+        snapshot::SnapshotReader,
+    },
 };
 
 /// Report name of the row.
 pub const NAME: &str = "snapinformer";
+
+/// Report name of the row whose informer caches compact pods.
+pub const COMPACT_NAME: &str = "snapinformer-compact";
+
+/// What the row needs of the objects its informer caches: `k8s_openapi` pods for
+/// [`NAME`], compact pods for [`COMPACT_NAME`].
+pub trait RowObject: Send + Sync + 'static {
+    /// The store the informer is built around: the object's accessors and the pod indexes
+    /// (owner UID, covering; node name), as the product's pod informer builds them.
+    fn store(reclaim: ReclaimerPriority) -> StoreBuilder<Self>
+    where
+        Self: Sized;
+    /// The object's resource version.
+    fn resource_version(&self) -> Option<&str>;
+    /// A phase's objects in this form.
+    fn take(objects: Objects) -> Vec<Arc<Self>>
+    where
+        Self: Sized;
+    /// Owned reads of the informer's snapshots.
+    fn reader(reader: Reader<Self>) -> Arc<dyn CacheReader>
+    where
+        Self: Sized;
+}
+
+impl RowObject for Pod {
+    fn store(reclaim: ReclaimerPriority) -> StoreBuilder<Self> {
+        StoreBuilder::new(access::<Pod>())
+            .indexers(pod_indexers())
+            .reclaim_priority(reclaim.store())
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+    fn take(objects: Objects) -> Vec<Arc<Self>> {
+        objects.into_pods()
+    }
+    fn reader(reader: Reader<Self>) -> Arc<dyn CacheReader> {
+        Arc::new(SnapshotReader(reader))
+    }
+}
+
+impl RowObject for CompactPod {
+    fn store(reclaim: ReclaimerPriority) -> StoreBuilder<Self> {
+        StoreBuilder::new(snapinformer_compact::access())
+            .covering_index(OWNER_UID_INDEX, snapinformer_compact::owner_uid_index())
+            .index(NODE_NAME_INDEX, snapinformer_compact::node_name_index())
+            .reclaim_priority(reclaim.store())
+    }
+    fn resource_version(&self) -> Option<&str> {
+        CompactPod::resource_version(self)
+    }
+    fn take(objects: Objects) -> Vec<Arc<Self>> {
+        match objects {
+            Objects::Compact(pods) => pods,
+            Objects::Pods(pods) => pods.iter().map(|p| Arc::new(to_compact(p))).collect(),
+        }
+    }
+    fn reader(reader: Reader<Self>) -> Arc<dyn CacheReader> {
+        Arc::new(CompactReader(reader))
+    }
+}
 
 /// How long a phase may take beyond its schedule before the row gives up.
 const PHASE_LIMIT: Duration = Duration::from_secs(600);
@@ -129,8 +201,8 @@ impl VisibilityHandler {
     }
 }
 
-impl EventHandler<Pod> for VisibilityHandler {
-    fn on_add(&mut self, _obj: &Arc<Pod>, is_in_initial_list: bool) {
+impl<T: RowObject> EventHandler<T> for VisibilityHandler {
+    fn on_add(&mut self, _obj: &Arc<T>, is_in_initial_list: bool) {
         self.pin_once();
         let mut s = self.shared.lock();
         if is_in_initial_list {
@@ -141,10 +213,10 @@ impl EventHandler<Pod> for VisibilityHandler {
         }
     }
 
-    fn on_update(&mut self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&mut self, _old: &Arc<T>, new: &Arc<T>) {
         let now = Instant::now();
         self.pin_once();
-        let rv = new.metadata.resource_version.as_deref().and_then(parse_resource_version);
+        let rv = new.resource_version().and_then(parse_resource_version);
         let mut guard = self.shared.lock();
         let s = &mut *guard;
         let Some(p) = s.phase.as_mut() else {
@@ -170,26 +242,32 @@ impl EventHandler<Pod> for VisibilityHandler {
         }
     }
 
-    fn on_delete(&mut self, _obj: &DeltaObject<Pod>) {
+    fn on_delete(&mut self, _obj: &DeltaObject<T>) {
         self.shared.lock().unexpected += 1;
     }
 }
 
-/// Our informer pipeline as a row of the `store` scenario (see the module docs).
-pub struct InformerRow {
-    informer: Informer<Pod>,
+/// Our informer pipeline as a row of the `store` scenario (see the module docs), caching `T`.
+pub struct InformerRow<T: RowObject> {
+    /// Report name.
+    name: &'static str,
+    informer: Informer<T>,
     /// The watch stream the reflector task reads.
-    watch: tokio::sync::mpsc::UnboundedSender<Arc<Pod>>,
+    watch: tokio::sync::mpsc::UnboundedSender<Arc<T>>,
     shared: Arc<Shared>,
     writer_core: Option<core_affinity::CoreId>,
     runtime: tokio::runtime::Runtime,
 }
 
-impl InformerRow {
+impl<T: RowObject> InformerRow<T> {
     /// Builds the informer, registers the handler and starts the pipeline (empty until
     /// [`RowDriver::build`]). With the pinned placement the runtime's workers, the feeder and
     /// the handler's thread run on the writer's core.
-    pub fn start(cores: Cores, reclaim: ReclaimerPriority) -> Result<Self, String> {
+    pub fn start(
+        name: &'static str,
+        cores: Cores,
+        reclaim: ReclaimerPriority,
+    ) -> Result<Self, String> {
         let writer_core = cores.writer;
         let workers = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -199,15 +277,11 @@ impl InformerRow {
             .enable_all()
             .build()
             .map_err(|e| format!("starting the informer's runtime: {e}"))?;
-        let informer: Informer<Pod> = InformerBuilder::with_store(
-            StoreBuilder::new(access::<Pod>())
-                .indexers(pod_indexers())
-                .reclaim_priority(reclaim.store()),
-        )
-        .name("pods")
-        .queue(QueueKind::Real)
-        .build()
-        .map_err(|e| format!("building the informer: {e}"))?;
+        let informer: Informer<T> = InformerBuilder::with_store(T::store(reclaim))
+            .name("pods")
+            .queue(QueueKind::Real)
+            .build()
+            .map_err(|e| format!("building the informer: {e}"))?;
         let shared = Arc::new(Shared::default());
         informer
             .add_event_handler_with(
@@ -215,7 +289,7 @@ impl InformerRow {
                 HandlerOptions::new().name("visibility"),
             )
             .map_err(|e| format!("registering the handler: {e}"))?;
-        let (watch, mut stream) = tokio::sync::mpsc::unbounded_channel::<Arc<Pod>>();
+        let (watch, mut stream) = tokio::sync::mpsc::unbounded_channel::<Arc<T>>();
         {
             let _entered = runtime.enter();
             informer.start().map_err(|e| format!("starting the informer: {e}"))?;
@@ -229,14 +303,14 @@ impl InformerRow {
                 }
             }
         });
-        Ok(InformerRow { informer, watch, shared, writer_core, runtime })
+        Ok(InformerRow { name, informer, watch, shared, writer_core, runtime })
     }
 
     /// Sends `pool` (at once, or on `rate`'s schedule from a feeder thread) and waits until the
     /// handler received every update; returns the phase and the schedule's depth samples.
     fn run(
         &mut self,
-        pool: Vec<Arc<Pod>>,
+        pool: Vec<Arc<T>>,
         rate: Option<u64>,
     ) -> Result<(Phase, Vec<(f64, u64)>), String> {
         let count = pool.len();
@@ -244,9 +318,7 @@ impl InformerRow {
             return Ok((empty_phase(), Vec::new()));
         };
         let first_rv = first
-            .metadata
-            .resource_version
-            .as_deref()
+            .resource_version()
             .and_then(parse_resource_version)
             .ok_or("an update without a numeric resource version")?;
         // The feeder thread exists before the schedule starts, so that starting it is not
@@ -359,13 +431,13 @@ fn empty_phase() -> Phase {
     }
 }
 
-impl RowDriver for InformerRow {
+impl<T: RowObject> RowDriver for InformerRow<T> {
     fn build(&mut self, initial: Objects) -> Result<(), String> {
-        let initial = initial.into_pods();
+        let initial = T::take(initial);
         let n = initial.len();
         let rv = initial
             .iter()
-            .filter_map(|p| p.metadata.resource_version.as_deref().and_then(parse_resource_version))
+            .filter_map(|p| p.resource_version().and_then(parse_resource_version))
             .max()
             .unwrap_or(0);
         self.informer.queue().replace(initial, &rv.to_string()).map_err(|e| e.to_string())?;
@@ -392,12 +464,12 @@ impl RowDriver for InformerRow {
     }
 
     fn apply_all(&mut self, pool: Objects) -> Result<(), String> {
-        let pool = pool.into_pods();
+        let pool = T::take(pool);
         self.run(pool, None).map(drop)
     }
 
     fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String> {
-        let pool = pool.into_pods();
+        let pool = T::take(pool);
         let (p, mut series) = self.run(pool, Some(rate))?;
         let Some(sched) = p.schedule else {
             return Ok(OpenLoop {
@@ -429,14 +501,15 @@ impl RowDriver for InformerRow {
     }
 
     fn reader(&self) -> Arc<dyn CacheReader> {
-        Arc::new(SnapshotReader(self.informer.reader()))
+        T::reader(self.informer.reader())
     }
 
     fn finish(self: Box<Self>) -> Vec<String> {
         let unexpected = self.shared.lock().unexpected;
         let m = self.informer.metrics();
         let notes = vec![format!(
-            "snapinformer: {} deltas applied in {} publications, {unexpected} unexpected notifications",
+            "{}: {} deltas applied in {} publications, {unexpected} unexpected notifications",
+            self.name,
             m.deltas_applied.get(),
             m.publications.get(),
         )];

@@ -306,6 +306,8 @@ pub enum InProcessRow {
     Cache(CacheKind),
     /// The `snapinformer` row ([`informer_row`]).
     Informer,
+    /// The `snapinformer-compact` row: the same informer caching compact pods.
+    InformerCompact,
 }
 
 impl InProcessRow {
@@ -314,13 +316,23 @@ impl InProcessRow {
         match self {
             InProcessRow::Cache(kind) => kind.name(),
             InProcessRow::Informer => informer_row::NAME,
+            InProcessRow::InformerCompact => informer_row::COMPACT_NAME,
         }
+    }
+
+    /// Whether the row is one of our whole informers (its writer is the informer's processing
+    /// task, not the scenario's thread).
+    pub fn is_informer(self) -> bool {
+        matches!(self, InProcessRow::Informer | InProcessRow::InformerCompact)
     }
 
     /// The row named `name`, if this executable runs it.
     pub fn parse(name: &str) -> Option<Self> {
         if name == informer_row::NAME {
             return Some(InProcessRow::Informer);
+        }
+        if name == informer_row::COMPACT_NAME {
+            return Some(InProcessRow::InformerCompact);
         }
         CacheKind::parse(name).map(InProcessRow::Cache)
     }
@@ -331,6 +343,9 @@ impl InProcessRow {
         match self {
             InProcessRow::Cache(kind) => kind.objects(count, make),
             InProcessRow::Informer => Objects::Pods(pods::generate(count, make)),
+            InProcessRow::InformerCompact => {
+                Objects::Compact(crate::rows::compact::generate(count, &make))
+            }
         }
     }
 
@@ -341,8 +356,17 @@ impl InProcessRow {
     ) -> Result<Box<dyn RowDriver>, String> {
         Ok(match self {
             InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind, reclaim)),
-            InProcessRow::Informer => {
-                Box::new(informer_row::InformerRow::start(placement.cores(), reclaim)?)
+            InProcessRow::Informer => Box::new(informer_row::InformerRow::<Pod>::start(
+                informer_row::NAME,
+                placement.cores(),
+                reclaim,
+            )?),
+            InProcessRow::InformerCompact => {
+                Box::new(informer_row::InformerRow::<CompactPod>::start(
+                    informer_row::COMPACT_NAME,
+                    placement.cores(),
+                    reclaim,
+                )?)
             }
         })
     }
@@ -451,7 +475,7 @@ pub fn run_row(
     driver.apply_all(pool)?;
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
     let per_update = |d: Duration| d.as_secs_f64() * 1e6 / p.updates.max(1) as f64;
-    if row != InProcessRow::Informer {
+    if !row.is_informer() {
         report.apply_cpu_us_per_update = cpu_us_per(sched, p.updates);
     }
     let applied = process_cpu();
@@ -480,7 +504,7 @@ pub fn run_row(
     let t = Instant::now();
     let applied = driver.apply_all(pool);
     report.apply_per_s_with_readers = p.updates as f64 / t.elapsed().as_secs_f64();
-    if row != InProcessRow::Informer {
+    if !row.is_informer() {
         report.apply_cpu_us_per_update_with_readers = cpu_us_per(sched, p.updates);
     }
     let mut lat = readers.stop();

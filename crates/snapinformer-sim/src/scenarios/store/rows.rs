@@ -71,7 +71,9 @@ impl Group {
 /// The group of the row named `name`.
 pub fn group(name: &str) -> Group {
     match name {
-        super::informer_row::NAME | CLIENT_GO => Group::Pipeline,
+        super::informer_row::NAME | super::informer_row::COMPACT_NAME | CLIENT_GO => {
+            Group::Pipeline
+        }
         "snapshot" | "snapshot-bg" | CLIENT_GO_INDEXER => Group::Store,
         _ => Group::Control,
     }
@@ -114,6 +116,7 @@ pub fn registry() -> Vec<StoreRow> {
         in_process(InProcessRow::Cache(CacheKind::Snapshot)),
         in_process(InProcessRow::Cache(CacheKind::SnapshotBg)),
         go(CLIENT_GO_INDEXER),
+        in_process(InProcessRow::InformerCompact),
     ];
     for kind in CacheKind::ALL {
         if !rows.iter().any(|r| r.name == kind.name()) {
@@ -153,9 +156,9 @@ mod tests {
     }
 
     #[test]
-    fn the_default_rows_are_every_cache_our_informer_and_both_client_go_rows() {
+    fn the_default_rows_are_every_cache_both_our_informers_and_both_client_go_rows() {
         let all = select(&[]).unwrap();
-        assert_eq!(all.len(), CacheKind::ALL.len() + 3);
+        assert_eq!(all.len(), CacheKind::ALL.len() + 4);
         let names: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
             names[..5],
@@ -169,6 +172,9 @@ mod tests {
         for kind in CacheKind::ALL {
             assert!(names.contains(&kind.name()), "{} is a default row", kind.name());
         }
+        let compact = all.iter().find(|r| r.name == "snapinformer-compact").unwrap();
+        assert_eq!(compact.runner, Runner::InProcess(InProcessRow::InformerCompact));
+        assert_eq!(group("snapinformer-compact"), Group::Pipeline);
     }
 
     #[test]
