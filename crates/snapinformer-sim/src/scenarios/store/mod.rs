@@ -4,7 +4,9 @@
 //! registry and the worker protocol). Rows come in two kinds, compared in pairs:
 //! - **informer pipelines**: our `snapinformer` row ([`informer_row`]) against real client-go's
 //!   `client-go` row (the Go worker in `baselines/client-go`): source, queue, batched apply,
-//!   handler; an update is visible when the registered event handler receives it;
+//!   handler; an update is visible when the registered event handler receives it. The
+//!   `snapinformer-compact` row is the same informer caching compact pods, outside the pairs
+//!   (its readers get compact pods, client-go's typed ones);
 //! - **stores alone**: `snapshot` and `snapshot-bg` against client-go's bare indexer,
 //!   `client-go-indexer`, with our Rust baselines (`locked` and its variants, `kube-rs`) as
 //!   controls; an update is visible when the store publishes it.
@@ -16,7 +18,7 @@
 //!    separately); then a reader holds a full read while every pod is updated once, and the
 //!    structure is measured again while held and after release.
 //! 2. **read costs**: each read alone on one thread, no writer: owned results for every row (in
-//!    the row's own object form: `Arc<CompactPod>` clones for `snapshot-compact`), and borrowed
+//!    the row's own object form: `Arc<CompactPod>` clones for the compact rows), and borrowed
 //!    ones beside them where the cache can lend, with a borrowed scan of two hot fields of every
 //!    pod; and the cost of the `Arc` clones an owned result makes, against copying plain
 //!    pointers (what Go's lists do).
@@ -31,7 +33,8 @@
 //!
 //! Heap and RSS are sampled every 100 ms through every phase ([`MemoryTrace`]); the update
 //! pools the harness generates are part of the heap, the same for every row. Pools and the initial population are generated in
-//! the form the row holds pods ([`InProcessRow::objects`]: compact pods for `snapshot-compact`),
+//! the form the row holds pods ([`InProcessRow::objects`]: compact pods for `snapshot-compact`
+//! and `snapinformer-compact`),
 //! from the same pods and update plans for every row. Before each timed
 //! phase the worker waits (untimed) until the heap stops shrinking, so that a background
 //! reclaimer's leftovers from the previous phase do not run into it; the Go worker runs a
