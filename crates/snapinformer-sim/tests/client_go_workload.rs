@@ -291,6 +291,55 @@ fn go_and_rust_rows_apply_the_same_workload_and_report_every_phase() {
 }
 
 #[test]
+fn the_informer_rows_split_open_loop_staleness_at_queue_and_publication() {
+    let out = scratch_dir("stages");
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
+    let ours = run_row(&sim, "snapinformer", "unpinned", &out);
+    let compact = run_row(&sim, "snapinformer-compact", "unpinned", &out);
+    let cache = run_row(&sim, "locked-batch", "unpinned", &out);
+    let _ = std::fs::remove_dir_all(&out);
+
+    for row in [&ours, &compact] {
+        let st = row.open_loop_stages.as_ref().expect("an informer row splits its staleness");
+        // Every one of the 600 open-loop updates passes each point once.
+        for (what, s) in [
+            ("sent", &st.sent_us),
+            ("arrival", &st.arrival_us),
+            ("queued", &st.queued_us),
+            ("delivery", &st.delivery_us),
+        ] {
+            assert_eq!(s.count, 600, "{}: {what}", row.name);
+        }
+        assert!((1..=600).contains(&st.batches), "{}: {} batches", row.name, st.batches);
+        // No stage can take longer than the whole.
+        for s in [&st.arrival_us, &st.queued_us, &st.delivery_us] {
+            assert!(
+                s.p50 <= row.staleness_us.max,
+                "{}: {s:?} within {:?}",
+                row.name,
+                row.staleness_us
+            );
+        }
+    }
+    assert!(cache.open_loop_stages.is_none(), "a cache row has no pipeline to split");
+    for row in [&ours, &compact, &cache] {
+        let readers = row.open_loop_threads.get("reader").expect("the readers' thread group");
+        assert!(readers.cpu_s > 0.0, "{}: readers ran: {readers:?}", row.name);
+        assert!(readers.wait_s >= 0.0);
+    }
+    for row in [&ours, &compact] {
+        for group in ["feeder", "informer-rt"] {
+            assert!(
+                row.open_loop_threads.contains_key(group),
+                "{}: {group} in {:?}",
+                row.name,
+                row.open_loop_threads.keys()
+            );
+        }
+    }
+}
+
+#[test]
 fn the_go_rows_run_pinned_with_readers_on_the_last_cpu() {
     let Some(bin) = go_worker() else { return };
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);

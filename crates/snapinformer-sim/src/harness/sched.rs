@@ -41,11 +41,20 @@ pub fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
     Some((utime, stime))
 }
 
-/// CPU time of each live thread of the process at one moment (`/proc/self/task/*/schedstat`,
-/// nanoseconds), with its name.
+/// CPU time and run-queue wait of each live thread of the process at one moment
+/// (`/proc/self/task/*/schedstat`, nanoseconds), with its name.
 #[derive(Debug, Clone, Default)]
 pub struct ThreadsCpu {
-    by_tid: BTreeMap<u32, (String, u64)>,
+    by_tid: BTreeMap<u32, (String, u64, u64)>,
+}
+
+/// What one group of threads used over an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupTime {
+    /// CPU time.
+    pub cpu: Duration,
+    /// Time runnable but waiting for a core.
+    pub wait: Duration,
 }
 
 impl ThreadsCpu {
@@ -63,11 +72,11 @@ impl ThreadsCpu {
             ) else {
                 continue;
             };
-            let Some(cpu_ns) = schedstat.split_whitespace().next().and_then(|v| v.parse().ok())
-            else {
+            let mut fields = schedstat.split_whitespace().map(|v| v.parse::<u64>().ok());
+            let (Some(Some(cpu_ns)), Some(Some(wait_ns))) = (fields.next(), fields.next()) else {
                 continue;
             };
-            by_tid.insert(tid, (comm.trim().to_string(), cpu_ns));
+            by_tid.insert(tid, (comm.trim().to_string(), cpu_ns, wait_ns));
         }
         Some(ThreadsCpu { by_tid })
     }
@@ -76,11 +85,18 @@ impl ThreadsCpu {
     /// trailing number (`reader-3` counts as `reader`). A thread started since `earlier`
     /// counts whole; one that exited since is missing (the process total has it).
     pub fn since(&self, earlier: &ThreadsCpu) -> BTreeMap<String, Duration> {
-        let mut out = BTreeMap::new();
-        for (tid, (name, ns)) in &self.by_tid {
-            let before = earlier.by_tid.get(tid).map_or(0, |(_, ns)| *ns);
-            *out.entry(thread_group(name)).or_insert(Duration::ZERO) +=
-                Duration::from_nanos(ns.saturating_sub(before));
+        self.times_since(earlier).into_iter().map(|(group, t)| (group, t.cpu)).collect()
+    }
+
+    /// CPU time and run-queue wait since `earlier`, summed by thread group as in
+    /// [`ThreadsCpu::since`].
+    pub fn times_since(&self, earlier: &ThreadsCpu) -> BTreeMap<String, GroupTime> {
+        let mut out: BTreeMap<String, GroupTime> = BTreeMap::new();
+        for (tid, (name, cpu, wait)) in &self.by_tid {
+            let (cpu0, wait0) = earlier.by_tid.get(tid).map_or((0, 0), |(_, c, w)| (*c, *w));
+            let t = out.entry(thread_group(name)).or_default();
+            t.cpu += Duration::from_nanos(cpu.saturating_sub(cpu0));
+            t.wait += Duration::from_nanos(wait.saturating_sub(wait0));
         }
         out
     }
@@ -196,6 +212,55 @@ mod tests {
         let used = process_cpu().expect("readable again").saturating_sub(before);
         // 80 ms of CPU, counted by the kernel in 10 ms ticks.
         assert!(used >= Duration::from_millis(50), "{used:?}");
+    }
+
+    #[test]
+    fn threads_sharing_one_core_each_wait_for_it() {
+        let (Some(before), Some(_)) = (ThreadsCpu::now(), ThreadSched::now()) else { return };
+        let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.first().copied()) else {
+            return;
+        };
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
+        let go_rx = std::sync::Arc::new(std::sync::Mutex::new(go_rx));
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+        let exit_rx = std::sync::Arc::new(std::sync::Mutex::new(exit_rx));
+        let spinners: Vec<_> = (0..2)
+            .map(|i| {
+                let (go, done, exit) = (go_rx.clone(), done_tx.clone(), exit_rx.clone());
+                std::thread::Builder::new()
+                    .name(format!("waittest-{i}"))
+                    .spawn(move || {
+                        let pinned = core_affinity::set_for_current(core);
+                        // Both spin only when both are pinned.
+                        let _ = go.lock().expect("not poisoned").recv();
+                        if pinned {
+                            spin_for_cpu(Duration::from_millis(60));
+                        }
+                        done.send(()).expect("the test waits");
+                        let _ = exit.lock().expect("not poisoned").recv();
+                        pinned
+                    })
+                    .expect("spawn")
+            })
+            .collect();
+        for _ in 0..2 {
+            go_tx.send(true).expect("a spinner waits");
+        }
+        for _ in 0..2 {
+            done_rx.recv().expect("a spinner reports");
+        }
+        let used = ThreadsCpu::now().expect("readable again").times_since(&before);
+        drop(exit_tx);
+        let pinned = spinners.into_iter().all(|h| h.join().expect("joined"));
+        if !pinned {
+            return; // this machine does not let threads pin themselves
+        }
+        let group = used.get("waittest").copied().unwrap_or_default();
+        assert!(group.cpu >= Duration::from_millis(100), "{used:?}");
+        // Two threads that each need 60 ms of one core: while one runs, the other waits, and
+        // the kernel shares the core in slices of a few milliseconds.
+        assert!(group.wait >= Duration::from_millis(30), "{used:?}");
     }
 
     #[test]

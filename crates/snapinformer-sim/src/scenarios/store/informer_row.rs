@@ -21,6 +21,13 @@
 //! measure at publication instead. Staleness is measured from each update's scheduled slot,
 //! queue depth is arrived minus received.
 //!
+//! In the open loop the row also splits each update's staleness at the pipeline's two inner
+//! points (`open_loop_stages` in the report): slot to queued (feeder, watch channel, reflector
+//! task), queued to published (queue wait, the batch's apply and publication; recorded by the
+//! informer's `on_publish` hook) and published to the handler. With the run-queue wait of each
+//! thread group over the same phase (`open_loop_threads`), it tells a tail made by the store
+//! from one made by the scheduler. The hook costs one lock of the row's state per publication.
+//!
 //! Readers read the informer's snapshots with owned results (copied `Arc`s), as they read the
 //! `snapshot` row.
 //!
@@ -31,7 +38,10 @@
 //! before each phase, as the `snapshot-compact` row's are (decoding is not measured in any row).
 
 use std::{
-    sync::{Arc, Condvar, Mutex, MutexGuard},
+    sync::{
+        Arc, Condvar, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
     thread,
     time::{Duration, Instant},
 };
@@ -39,18 +49,19 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_compact::CompactPod;
 use snapinformer_core::{
-    DeltaObject, EventHandler, HandlerOptions, Informer, InformerBuilder, QueueKind,
+    DeltaObject, EventHandler, HandlerOptions, Informer, InformerBuilder, Published, QueueKind,
     parse_resource_version,
 };
 use snapinformer_store::{Reader, StoreBuilder};
 
 use super::{
     RowDriver,
-    open_loop::{OpenLoop, WriterTime},
+    open_loop::{OpenLoop, PipelineStages, WriterTime},
 };
 use crate::{
     harness::{
         placement::{Cores, ReclaimerPriority, pin},
+        sched::{GroupTime, ThreadSched},
         stats::Latency,
     },
     pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers},
@@ -161,6 +172,103 @@ struct Phase {
     depth_max: u64,
     visible: usize,
     last: Option<Instant>,
+    /// Open loop only: what the `on_publish` hook records.
+    log: Option<Arc<PublishLog>>,
+    /// Open loop only: published to the handler's `on_update` (distribution to the handler's
+    /// thread).
+    delivery: Latency,
+    /// Open loop only: scheduled slot to sent by the feeder (how late the source's thread ran).
+    sent: Latency,
+    /// Open loop only: the feeder thread's CPU and run-queue wait (it exits with the phase).
+    feeder: Option<ThreadSched>,
+}
+
+/// The phase's index of an object with resource version `rv`, if it is one of the phase's.
+fn index_of(first_rv: u64, count: usize, rv: Option<&str>) -> Option<usize> {
+    rv.and_then(parse_resource_version)
+        .and_then(|rv| rv.checked_sub(first_rv))
+        .map(|i| i as usize)
+        .filter(|i| *i < count)
+}
+
+/// What the informer's `on_publish` hook records in an open-loop phase. It is kept apart from
+/// the row's state so that the processing loop never waits for a lock the handler's thread
+/// takes (a handler preempted while holding it would stall the pipeline being measured): the
+/// handler reads the publication times lock-free, and the hook's own lock is the hook's alone
+/// until the phase ends.
+struct PublishLog {
+    first_rv: u64,
+    schedule: Schedule,
+    /// When each update was published: nanoseconds after the schedule's start, plus one (0: not
+    /// yet).
+    published: Box<[AtomicU64]>,
+    stages: Mutex<PublishStages>,
+}
+
+/// The hook's share of the open loop's staleness split.
+#[derive(Default)]
+struct PublishStages {
+    /// Scheduled slot to queued: the feeder, the watch channel and the reflector task.
+    arrival: Latency,
+    /// Queued to published: waiting in the queue, then the batch's apply and publication.
+    queued: Latency,
+    /// Publications that carried the phase's updates.
+    batches: u64,
+}
+
+impl PublishLog {
+    fn new(first_rv: u64, schedule: Schedule) -> PublishLog {
+        PublishLog {
+            first_rv,
+            schedule,
+            published: (0..schedule.total).map(|_| AtomicU64::new(0)).collect(),
+            stages: Mutex::new(PublishStages::default()),
+        }
+    }
+
+    /// Records a publication's deltas (the informer's `on_publish` hook).
+    fn record<T: RowObject>(&self, published: &Published<'_, T>) {
+        let sched = &self.schedule;
+        let at = published.published_at;
+        let mark = at.saturating_duration_since(sched.start).as_nanos() as u64 + 1;
+        let mut stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counted = false;
+        for d in published.deltas {
+            let DeltaObject::Object(obj) = &d.object else { continue };
+            let Some(i) = index_of(self.first_rv, sched.total, obj.resource_version()) else {
+                continue;
+            };
+            stages.arrival.record(d.enqueued_at.saturating_duration_since(sched.slot(i)));
+            stages.queued.record(at.saturating_duration_since(d.enqueued_at));
+            self.published[i].store(mark, Ordering::Release);
+            counted = true;
+        }
+        stages.batches += u64::from(counted);
+    }
+
+    /// When update `i` was published, if it was.
+    fn published_at(&self, i: usize) -> Option<Instant> {
+        let mark = self.published.get(i)?.load(Ordering::Acquire);
+        (mark > 0).then(|| self.schedule.start + Duration::from_nanos(mark - 1))
+    }
+}
+
+impl Phase {
+    fn new(first_rv: u64, count: usize, schedule: Option<Schedule>) -> Phase {
+        Phase {
+            first_rv,
+            count,
+            schedule,
+            staleness: Latency::default(),
+            depth_max: 0,
+            visible: 0,
+            last: None,
+            log: schedule.map(|sched| Arc::new(PublishLog::new(first_rv, sched))),
+            delivery: Latency::default(),
+            sent: Latency::default(),
+            feeder: None,
+        }
+    }
 }
 
 /// What the handler and the row share.
@@ -175,6 +283,9 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     changed: Condvar,
+    /// The open-loop phase's publication log, for the `on_publish` hook (which takes this
+    /// lock once per publication; only the row's thread takes it otherwise, twice a phase).
+    publish: Mutex<Option<Arc<PublishLog>>>,
 }
 
 impl Shared {
@@ -216,24 +327,22 @@ impl<T: RowObject> EventHandler<T> for VisibilityHandler {
     fn on_update(&mut self, _old: &Arc<T>, new: &Arc<T>) {
         let now = Instant::now();
         self.pin_once();
-        let rv = new.resource_version().and_then(parse_resource_version);
         let mut guard = self.shared.lock();
         let s = &mut *guard;
         let Some(p) = s.phase.as_mut() else {
             s.unexpected += 1;
             return;
         };
-        let Some(i) = rv
-            .and_then(|rv| rv.checked_sub(p.first_rv))
-            .map(|i| i as usize)
-            .filter(|i| *i < p.count)
-        else {
+        let Some(i) = index_of(p.first_rv, p.count, new.resource_version()) else {
             s.unexpected += 1;
             return;
         };
         if let Some(sched) = &p.schedule {
             p.staleness.record(now.saturating_duration_since(sched.slot(i)));
             p.depth_max = p.depth_max.max(sched.arrived(now).saturating_sub(p.visible) as u64);
+            if let Some(at) = p.log.as_ref().and_then(|log| log.published_at(i)) {
+                p.delivery.record(now.saturating_duration_since(at));
+            }
         }
         p.visible += 1;
         p.last = Some(now);
@@ -277,12 +386,21 @@ impl<T: RowObject> InformerRow<T> {
             .enable_all()
             .build()
             .map_err(|e| format!("starting the informer's runtime: {e}"))?;
+        let shared = Arc::new(Shared::default());
+        let hook = Arc::downgrade(&shared);
         let informer: Informer<T> = InformerBuilder::with_store(T::store(reclaim))
             .name("pods")
             .queue(QueueKind::Real)
+            // Splits the open loop's staleness at publication.
+            .on_publish(move |published| {
+                let Some(shared) = hook.upgrade() else { return };
+                let log = shared.publish.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Some(log) = log {
+                    log.record(published);
+                }
+            })
             .build()
             .map_err(|e| format!("building the informer: {e}"))?;
-        let shared = Arc::new(Shared::default());
         informer
             .add_event_handler_with(
                 VisibilityHandler { shared: shared.clone(), core: writer_core, pinned: false },
@@ -334,26 +452,10 @@ impl<T: RowObject> InformerRow<T> {
                     .name("feeder".into())
                     .spawn(move || {
                         pin(core);
-                        let Ok(sched) = rx.recv() else { return };
-                        let mut pool = pool.into_iter();
-                        let mut sent = 0;
-                        while sent < sched.total {
-                            let arrived = sched.arrived(Instant::now());
-                            while sent < arrived {
-                                let Some(pod) = pool.next() else { return };
-                                if watch.send(pod).is_err() {
-                                    return;
-                                }
-                                sent += 1;
-                            }
-                            if sent < sched.total {
-                                let next = sched.slot(sent);
-                                let now = Instant::now();
-                                if next > now {
-                                    thread::sleep(next - now);
-                                }
-                            }
-                        }
+                        let sched = rx.recv().ok()?;
+                        let began = ThreadSched::now();
+                        let late = feed(&sched, pool, &watch);
+                        Some((late, ThreadSched::now().zip(began).map(|(n, b)| n.since(&b))))
                     })
                     .map_err(|e| format!("spawning the feeder: {e}"))?;
                 (Some(tx), Some(handle))
@@ -364,15 +466,9 @@ impl<T: RowObject> InformerRow<T> {
             ns_per: 1e9 / rate.max(1) as f64,
             total: count,
         });
-        self.shared.lock().phase = Some(Phase {
-            first_rv,
-            count,
-            schedule,
-            staleness: Latency::default(),
-            depth_max: 0,
-            visible: 0,
-            last: None,
-        });
+        let phase = Phase::new(first_rv, count, schedule);
+        *self.shared.publish.lock().unwrap_or_else(|e| e.into_inner()) = phase.log.clone();
+        self.shared.lock().phase = Some(phase);
         match (start_feeder, schedule) {
             (Some(tx), Some(sched)) => tx.send(sched).map_err(|_| "the feeder ended early")?,
             _ => {
@@ -410,25 +506,55 @@ impl<T: RowObject> InformerRow<T> {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        let phase = guard.phase.take().expect("the phase stays until taken");
+        let mut phase = guard.phase.take().expect("the phase stays until taken");
         drop(guard);
+        *self.shared.publish.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some(feeder) = feeder {
-            feeder.join().map_err(|_| "the feeder panicked")?;
+            let (late, time) = feeder
+                .join()
+                .map_err(|_| "the feeder panicked")?
+                .ok_or("the feeder got no schedule")?;
+            phase.sent = late;
+            phase.feeder = time;
         }
         Ok((phase, series))
     }
 }
 
-fn empty_phase() -> Phase {
-    Phase {
-        first_rv: 0,
-        count: 0,
-        schedule: None,
-        staleness: Latency::default(),
-        depth_max: 0,
-        visible: 0,
-        last: None,
+/// The feeder thread's loop: sends each update into the watch channel at its slot; returns how
+/// late it sent each one.
+fn feed<T>(
+    sched: &Schedule,
+    pool: Vec<Arc<T>>,
+    watch: &tokio::sync::mpsc::UnboundedSender<Arc<T>>,
+) -> Latency {
+    let mut late = Latency::default();
+    let mut pool = pool.into_iter();
+    let mut sent = 0;
+    while sent < sched.total {
+        let now = Instant::now();
+        let arrived = sched.arrived(now);
+        while sent < arrived {
+            let Some(pod) = pool.next() else { return late };
+            if watch.send(pod).is_err() {
+                return late;
+            }
+            late.record(now.saturating_duration_since(sched.slot(sent)));
+            sent += 1;
+        }
+        if sent < sched.total {
+            let next = sched.slot(sent);
+            let now = Instant::now();
+            if next > now {
+                thread::sleep(next - now);
+            }
+        }
     }
+    late
+}
+
+fn empty_phase() -> Phase {
+    Phase::new(0, 0, None)
 }
 
 impl<T: RowObject> RowDriver for InformerRow<T> {
@@ -479,6 +605,8 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
                 series,
                 elapsed_s: 0.0,
                 writer: WriterTime::default(),
+                stages: None,
+                exited_threads: Vec::new(),
             });
         };
         let last = p.last.unwrap_or(sched.start);
@@ -488,8 +616,18 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
         let depth_end = (late * rate as f64).min(p.count as f64) as u64;
         let depth_max = series.iter().map(|s| s.1).max().unwrap_or(0).max(p.depth_max);
         series.push((elapsed_s, 0));
+        let stages = p.log.as_ref().map(|log| {
+            let st = log.stages.lock().unwrap_or_else(|e| e.into_inner());
+            PipelineStages {
+                sent_us: p.sent.summary(),
+                arrival_us: st.arrival.summary(),
+                queued_us: st.queued.summary(),
+                delivery_us: p.delivery.summary(),
+                batches: st.batches,
+            }
+        });
         // The writer here is the informer's processing thread, not this one: its time is not
-        // recorded (`WriterTime` is the cache rows').
+        // recorded (`WriterTime` is the cache rows'); the stages say where staleness went.
         Ok(OpenLoop {
             staleness: p.staleness,
             depth_max,
@@ -497,6 +635,12 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
             series,
             elapsed_s,
             writer: WriterTime::default(),
+            stages,
+            exited_threads: p
+                .feeder
+                .map(|f| ("feeder".to_string(), GroupTime { cpu: f.cpu(), wait: f.wait() }))
+                .into_iter()
+                .collect(),
         })
     }
 

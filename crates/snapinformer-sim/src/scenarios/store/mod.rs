@@ -253,6 +253,23 @@ pub struct StoreRowReport {
     /// Where the open loop's writer and readers spent their time (our process's rows).
     #[serde(default)]
     pub open_loop_time: Option<open_loop::WriterTime>,
+    /// The informer rows: their open-loop staleness split at the pipeline's inner points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_stages: Option<open_loop::PipelineStages>,
+    /// Our process's rows: CPU time and run-queue wait of each thread group over the open
+    /// loop (grouped as in `apply_thread_cpu_us_per_update`), seconds. A staleness tail with
+    /// long waits on the pipeline's threads is the scheduler's, not the cache's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub open_loop_threads: BTreeMap<String, ThreadTime>,
+}
+
+/// One thread group's time over a phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ThreadTime {
+    /// CPU time, seconds.
+    pub cpu_s: f64,
+    /// Runnable but waiting for a core, seconds.
+    pub wait_s: f64,
 }
 
 /// How the phases drive a row: a cache alone ([`CacheDriver`]) or our whole informer pipeline
@@ -525,11 +542,28 @@ pub fn run_row(
         ));
         settled(heap);
         let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
+        let threads = ThreadsCpu::now();
         let priority = p.writer_priority.enter();
         let ol = driver.open_loop(pool, p.rate);
         p.writer_priority.leave();
+        let mut times = match (threads, ThreadsCpu::now()) {
+            (Some(before), Some(after)) => after.times_since(&before),
+            _ => BTreeMap::new(),
+        };
         let rl = readers.stop();
         let ol = ol?;
+        for (group, t) in &ol.exited_threads {
+            let sum = times.entry(group.clone()).or_default();
+            sum.cpu += t.cpu;
+            sum.wait += t.wait;
+        }
+        report.open_loop_threads = times
+            .into_iter()
+            .map(|(group, t)| {
+                (group, ThreadTime { cpu_s: t.cpu.as_secs_f64(), wait_s: t.wait.as_secs_f64() })
+            })
+            .collect();
+        report.open_loop_stages = ol.stages;
         report.reader_ops_per_s = rl.ops as f64 / ol.elapsed_s.max(1e-9);
         lat.merge(&rl);
         report.staleness_us = ol.staleness.summary();

@@ -8,7 +8,7 @@ use std::{
 use super::MAX_BATCH;
 use crate::{
     harness::{
-        sched::ThreadSched,
+        sched::{GroupTime, ThreadSched},
         stats::{Latency, Summary},
     },
     rows::{CacheWriter, Objects},
@@ -28,6 +28,33 @@ pub struct OpenLoop {
     pub elapsed_s: f64,
     /// Where the writer's time went.
     pub writer: WriterTime,
+    /// The informer rows: staleness split at the pipeline's inner points.
+    pub stages: Option<PipelineStages>,
+    /// Threads of the phase that exited before it ended (the informer rows' feeder), with what
+    /// they used: a snapshot of the process's threads after the phase misses them.
+    pub exited_threads: Vec<(String, GroupTime)>,
+}
+
+/// An informer row's open-loop staleness split at the pipeline's inner points: scheduled slot
+/// to queued (the source's hop), queued to published (queue wait, then the batch's apply and
+/// publication) and published to the handler (distribution). The three need not add up
+/// percentile by percentile; each is its own distribution over the phase's updates.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PipelineStages {
+    /// Scheduled slot to the feeder's send into the watch channel: how late the source's own
+    /// thread ran (part of `arrival_us`), microseconds.
+    #[serde(default)]
+    pub sent_us: Summary,
+    /// Scheduled slot to the queue's `update`: the feeder thread, the watch channel and the
+    /// reflector task, microseconds.
+    pub arrival_us: Summary,
+    /// Queued to published: waiting in the queue, then the apply and publication of the batch
+    /// that carried the update, microseconds.
+    pub queued_us: Summary,
+    /// Published to the handler's `on_update` on its own thread, microseconds.
+    pub delivery_us: Summary,
+    /// Publications that carried the phase's updates.
+    pub batches: u64,
 }
 
 /// Where the open-loop writer's time went: applying, sleeping for the next arrival, or waiting
@@ -151,5 +178,14 @@ pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
         involuntary_switches: sched.map(|s| s.involuntary),
         ..WriterTime::default()
     };
-    OpenLoop { staleness, depth_max, depth_end, series, elapsed_s: elapsed.as_secs_f64(), writer }
+    OpenLoop {
+        staleness,
+        depth_max,
+        depth_end,
+        series,
+        elapsed_s: elapsed.as_secs_f64(),
+        writer,
+        stages: None,
+        exited_threads: Vec::new(),
+    }
 }

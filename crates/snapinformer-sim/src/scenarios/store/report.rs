@@ -12,6 +12,7 @@ use crate::{
         placement::ReclaimerPriority,
         repeat::RepeatInfo,
         report::{Environment, TargetCheck, fmt_us},
+        stats::Summary,
     },
     rows::{CacheKind, lock::WaitTurns},
 };
@@ -406,6 +407,7 @@ pub fn table(report: &StoreReport) -> String {
     read_costs_table(&mut s, report);
     cpu_table(&mut s, report);
     open_loop_time_table(&mut s, report);
+    pipeline_table(&mut s, report);
     sweep_table(&mut s, report);
     if let Some(c) = &report.lock_check {
         let _ = writeln!(
@@ -635,6 +637,62 @@ fn open_loop_time_table(s: &mut String, report: &StoreReport) {
             secs(t.readers_cpu_s),
             secs(t.readers_runqueue_wait_s),
         );
+    }
+}
+
+/// The informer rows' open-loop staleness split at the pipeline's inner points, and every
+/// thread group's CPU and run-queue wait over the open loop.
+fn pipeline_table(s: &mut String, report: &StoreReport) {
+    if report.rows.iter().any(|r| r.open_loop_stages.is_some()) {
+        let _ = writeln!(
+            s,
+            "
+open loop, where an informer row's staleness went (p50 / p99 / max of each stage; they need not add up):"
+        );
+        let _ = writeln!(
+            s,
+            "{:<22} {:>24} {:>24} {:>24} {:>24} {:>9}",
+            "row",
+            "slot -> sent",
+            "slot -> queued",
+            "queued -> published",
+            "published -> handler",
+            "batches"
+        );
+        let stage =
+            |x: &Summary| format!("{} / {} / {}", fmt_us(x.p50), fmt_us(x.p99), fmt_us(x.max));
+        for r in &report.rows {
+            let Some(st) = &r.open_loop_stages else { continue };
+            let _ = writeln!(
+                s,
+                "{:<22} {:>24} {:>24} {:>24} {:>24} {:>9}",
+                r.name,
+                stage(&st.sent_us),
+                stage(&st.arrival_us),
+                stage(&st.queued_us),
+                stage(&st.delivery_us),
+                st.batches
+            );
+        }
+    }
+    if report.rows.iter().any(|r| !r.open_loop_threads.is_empty()) {
+        let _ = writeln!(
+            s,
+            "
+open loop, each thread group's CPU / run-queue wait, seconds (our process's rows):"
+        );
+        for r in &report.rows {
+            if r.open_loop_threads.is_empty() {
+                continue;
+            }
+            let groups: Vec<String> = r
+                .open_loop_threads
+                .iter()
+                .filter(|(_, t)| t.cpu_s + t.wait_s >= 0.005)
+                .map(|(g, t)| format!("{g} {:.2}/{:.2}", t.cpu_s, t.wait_s))
+                .collect();
+            let _ = writeln!(s, "{:<22} {}", r.name, groups.join(", "));
+        }
     }
 }
 
