@@ -220,20 +220,19 @@ mod tests {
         let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.first().copied()) else {
             return;
         };
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
-        let go_rx = std::sync::Arc::new(std::sync::Mutex::new(go_rx));
+        // Both start spinning once both are pinned.
+        let pinned_both = std::sync::Arc::new(std::sync::Barrier::new(2));
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
         let exit_rx = std::sync::Arc::new(std::sync::Mutex::new(exit_rx));
         let spinners: Vec<_> = (0..2)
             .map(|i| {
-                let (go, done, exit) = (go_rx.clone(), done_tx.clone(), exit_rx.clone());
+                let (start, done, exit) = (pinned_both.clone(), done_tx.clone(), exit_rx.clone());
                 std::thread::Builder::new()
                     .name(format!("waittest-{i}"))
                     .spawn(move || {
                         let pinned = core_affinity::set_for_current(core);
-                        // Both spin only when both are pinned.
-                        let _ = go.lock().expect("not poisoned").recv();
+                        start.wait();
                         if pinned {
                             spin_for_cpu(Duration::from_millis(60));
                         }
@@ -244,9 +243,6 @@ mod tests {
                     .expect("spawn")
             })
             .collect();
-        for _ in 0..2 {
-            go_tx.send(true).expect("a spinner waits");
-        }
         for _ in 0..2 {
             done_rx.recv().expect("a spinner reports");
         }

@@ -21,12 +21,13 @@
 //! measure at publication instead. Staleness is measured from each update's scheduled slot,
 //! queue depth is arrived minus received.
 //!
-//! In the open loop the row also splits each update's staleness at the pipeline's two inner
-//! points (`open_loop_stages` in the report): slot to queued (feeder, watch channel, reflector
-//! task), queued to published (queue wait, the batch's apply and publication; recorded by the
-//! informer's `on_publish` hook) and published to the handler. With the run-queue wait of each
-//! thread group over the same phase (`open_loop_threads`), it tells a tail made by the store
-//! from one made by the scheduler. The hook costs one lock of the row's state per publication.
+//! In the open loop the row also splits each update's staleness at the pipeline's inner points
+//! (`open_loop_stages` in the report): slot to sent (the feeder's own lateness), slot to queued
+//! (feeder, watch channel, reflector task), queued to published (queue wait, the batch's apply
+//! and publication; recorded by the informer's `on_publish` hook) and published to the
+//! handler. With the run-queue wait of each thread group over the same phase
+//! (`open_loop_threads`), it tells a tail made by the store from one made by the scheduler. The
+//! hook takes only locks of its own (`PublishLog`), once or twice per publication.
 //!
 //! Readers read the informer's snapshots with owned results (copied `Arc`s), as they read the
 //! `snapshot` row.
@@ -433,7 +434,7 @@ impl<T: RowObject> InformerRow<T> {
     ) -> Result<(Phase, Vec<(f64, u64)>), String> {
         let count = pool.len();
         let Some(first) = pool.first() else {
-            return Ok((empty_phase(), Vec::new()));
+            return Ok((Phase::new(0, 0, None), Vec::new()));
         };
         let first_rv = first
             .resource_version()
@@ -551,10 +552,6 @@ fn feed<T>(
         }
     }
     late
-}
-
-fn empty_phase() -> Phase {
-    Phase::new(0, 0, None)
 }
 
 impl<T: RowObject> RowDriver for InformerRow<T> {
