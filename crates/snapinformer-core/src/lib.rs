@@ -110,7 +110,9 @@ pub use freshness::{Freshness, FreshnessPolicy, Progress, parse_resource_version
 pub use handler::{
     EventHandler, FilteringHandler, HandlerOptions, HandlerRegistration, Notification,
 };
-pub use informer::{Informer, InformerBuilder, MIN_RESYNC_PERIOD, Published, QueueKind};
+pub use informer::{
+    Informer, InformerBuilder, MIN_RESYNC_PERIOD, Processing, Published, QueueKind,
+};
 pub use lister::{Lister, NamespaceLister};
 pub use metrics::InformerMetrics;
 pub use queue::{

@@ -14,7 +14,7 @@ use std::{
 
 use common::{Obj, access, eventually, key, labeled, obj};
 use snapinformer_core::{
-    DeltaObject, HandlerOptions, Informer, InformerFactory, Notification, QueueKind,
+    DeltaObject, HandlerOptions, Informer, InformerFactory, Notification, Processing, QueueKind,
 };
 use snapinformer_store::{IndexFn, StoreBuilder};
 use tokio::time::timeout;
@@ -202,8 +202,20 @@ fn model_handler(model: Arc<Mutex<Model>>) -> impl FnMut(&Notification<Obj>) + S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_handler_gets_snapshot_then_every_later_change_without_gap_or_duplicate() {
-    for kind in [QueueKind::Real, QueueKind::Delta] {
-        let inf = Informer::<Obj>::builder(access()).queue(kind).max_batch(64).build().unwrap();
+    let variants = [
+        (QueueKind::Real, Processing::Runtime),
+        (QueueKind::Delta, Processing::Runtime),
+        (QueueKind::Real, Processing::DedicatedThread),
+        (QueueKind::Delta, Processing::DedicatedThread),
+    ];
+    for (kind, processing) in variants {
+        let kind = (kind, processing);
+        let inf = Informer::<Obj>::builder(access())
+            .queue(kind.0)
+            .processing(processing)
+            .max_batch(64)
+            .build()
+            .unwrap();
         inf.start().unwrap();
         let producer = tokio::spawn({
             let inf = inf.clone();
@@ -623,8 +635,14 @@ async fn dropping_the_last_informer_handle_stops_its_tasks_and_handlers() {
             self.0.store(true, Ordering::SeqCst);
         }
     }
-    for start in [true, false] {
-        let inf = informer(QueueKind::Real);
+    let variants = [
+        (true, Processing::Runtime),
+        (false, Processing::Runtime),
+        (true, Processing::DedicatedThread),
+        (false, Processing::DedicatedThread),
+    ];
+    for (start, processing) in variants {
+        let inf = Informer::<Obj>::builder(access()).processing(processing).build().unwrap();
         let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = DropFlag(dropped.clone());
         inf.add_event_handler(move |_: &Notification<Obj>| {
@@ -923,4 +941,93 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(fut: F) -> Option<F::
         })
     })
     .await
+}
+
+#[tokio::test]
+async fn a_dedicated_processing_thread_runs_the_loop_on_a_named_thread_of_its_own() {
+    let threads: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let seen = threads.clone();
+    let inf = Informer::<Obj>::builder(access())
+        .name("pods")
+        .processing(Processing::DedicatedThread)
+        .on_publish(move |_| {
+            seen.lock().unwrap().push(std::thread::current().name().map(str::to_owned));
+        })
+        .build()
+        .unwrap();
+    let (log, h) = recorder();
+    inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    for i in 1..=50 {
+        inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+    }
+    let snap = inf.wait_for("50", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(snap.len(), 50);
+    eventually("the handler got 50 adds", || len(&log) == 50).await;
+    let threads = threads.lock().unwrap().clone();
+    assert!(!threads.is_empty(), "the hook never ran");
+    assert!(
+        threads.iter().all(|t| t.as_deref() == Some("informer-pods")),
+        "every batch runs on the informer's own thread, not {threads:?}"
+    );
+    inf.shutdown().await;
+    assert!(inf.is_stopped());
+}
+
+/// On a single-threaded runtime whose thread is busy (a controller blocking in a sync call),
+/// a processing loop that is a task of that runtime cannot run; one on its own thread can.
+#[tokio::test(flavor = "current_thread")]
+async fn a_dedicated_processing_thread_publishes_while_the_runtime_is_blocked() {
+    for processing in [Processing::Runtime, Processing::DedicatedThread] {
+        let inf = Informer::<Obj>::builder(access()).processing(processing).build().unwrap();
+        inf.start().unwrap();
+        // Let the runtime poll the loop once, so that it waits on the empty queue.
+        tokio::task::yield_now().await;
+        inf.queue().add(obj("a", 1)).unwrap();
+        // Block the runtime's only thread without ever yielding to it.
+        let start = std::time::Instant::now();
+        while inf.snapshot().is_empty() && start.elapsed() < Duration::from_millis(300) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let published = !inf.snapshot().is_empty();
+        match processing {
+            Processing::Runtime => {
+                assert!(!published, "a task of the blocked runtime cannot have published")
+            }
+            Processing::DedicatedThread => {
+                assert!(published, "its own thread published within 300 ms")
+            }
+        }
+        timeout(Duration::from_secs(5), inf.shutdown()).await.expect("shutdown never ended");
+        assert_eq!(inf.snapshot().len(), 1, "{processing:?}: shutdown drains the queue");
+    }
+}
+
+#[tokio::test]
+async fn a_panic_on_the_dedicated_processing_thread_stops_the_informer_and_its_waits() {
+    let inf = Informer::<Obj>::builder(access())
+        .processing(Processing::DedicatedThread)
+        .on_publish(|p| {
+            if p.resource_version == Some("2") {
+                panic!("publish hook fails on purpose");
+            }
+        })
+        .build()
+        .unwrap();
+    let (log, h) = recorder();
+    inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("a", 1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    inf.queue().add(obj("b", 2)).unwrap();
+    // The second batch's hook panics: the thread unwinds, the informer winds down at shutdown.
+    let waiting = inf.wait_for("3", Duration::from_secs(5));
+    timeout(Duration::from_secs(5), inf.shutdown()).await.expect("shutdown never ended");
+    assert!(inf.is_stopped());
+    let err = waiting.await.unwrap_err();
+    assert!(
+        matches!(err, snapinformer_core::freshness::Error::Stopped),
+        "a wait in progress fails as stopped, not {err}"
+    );
+    eventually("the handler got the first add", || len(&log) >= 1).await;
 }

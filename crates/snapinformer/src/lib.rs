@@ -83,8 +83,8 @@ pub use snapinformer_runtime as runtime;
 pub use snapinformer_compact as compact;
 
 pub use snapinformer_core::{
-    DeltaFifo, Freshness, FreshnessPolicy, Informer, InformerBuilder, Notification, Progress,
-    QueueKind, RealFifo, WorkQueue, WorkQueueConfig,
+    DeltaFifo, Freshness, FreshnessPolicy, Informer, InformerBuilder, Notification, Processing,
+    Progress, QueueKind, RealFifo, WorkQueue, WorkQueueConfig,
 };
 pub use snapinformer_kube::{
     KubeInformer, KubeInformerBuilder, KubeInformerFactory, NODE_NAME_INDEX, OWNER_UID_INDEX,

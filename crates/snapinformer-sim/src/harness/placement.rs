@@ -140,6 +140,38 @@ fn chrt(args: &[&str], got: &str) -> String {
     }
 }
 
+/// Where the informer rows (`snapinformer`, `snapinformer-compact`) run their processing loop:
+/// `--informer-processing` of the `store` command.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum InformerProcessing {
+    /// The informer's default: a task on the row's Tokio runtime, beside the reflector.
+    #[default]
+    Runtime,
+    /// A thread of its own (the informer's `Processing::DedicatedThread`).
+    Thread,
+}
+
+impl InformerProcessing {
+    /// The informer's setting.
+    pub fn informer(self) -> snapinformer_core::Processing {
+        match self {
+            InformerProcessing::Runtime => snapinformer_core::Processing::Runtime,
+            InformerProcessing::Thread => snapinformer_core::Processing::DedicatedThread,
+        }
+    }
+}
+
 /// How the rows' reclaimer threads are scheduled (`snapinformer`, `snapshot-bg`, `locked-bg`):
 /// `--reclaim-priority` of the `store` command.
 #[derive(

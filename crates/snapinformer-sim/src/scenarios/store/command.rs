@@ -15,7 +15,7 @@ use super::{
 use crate::{
     harness::{
         heap::HeapMeter,
-        placement::{ReclaimerPriority, WriterPriority},
+        placement::{InformerProcessing, ReclaimerPriority, WriterPriority},
         plot::{self, PlotRow, SweepLine},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
@@ -49,6 +49,11 @@ pub struct StoreArgs {
     /// `ReclaimPriority::Idle`).
     #[arg(long, value_enum, default_value_t = ReclaimerPriority::Normal)]
     pub reclaim_priority: ReclaimerPriority,
+    /// Where the informer rows (`snapinformer`, `snapinformer-compact`) run their processing
+    /// loop: `runtime` (the informer's default, a task beside the reflector) or `thread` (a
+    /// thread of its own, `Processing::DedicatedThread`).
+    #[arg(long, value_enum, default_value_t = InformerProcessing::Runtime)]
+    pub informer_processing: InformerProcessing,
     /// Offered rates of a sweep, run after the open loop (e.g. 5000,10000,20000,40000,80000):
     /// staleness p99 and queue depth against offered load, and each row's highest sustainable
     /// rate.
@@ -93,6 +98,7 @@ impl StoreArgs {
             placement: l.placement,
             writer_priority: self.writer_priority,
             reclaim_priority: self.reclaim_priority,
+            informer_processing: self.informer_processing,
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
         };
@@ -291,6 +297,9 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
     if in_process && p.reclaim_priority != ReclaimerPriority::Normal {
         a.extend(["--reclaim-priority".into(), arg_name(&p.reclaim_priority)]);
     }
+    if in_process && p.informer_processing != InformerProcessing::Runtime {
+        a.extend(["--informer-processing".into(), arg_name(&p.informer_processing)]);
+    }
     if !p.sweep.is_empty() {
         let rates: Vec<String> = p.sweep.iter().map(u64::to_string).collect();
         a.extend([
@@ -467,5 +476,36 @@ mod tests {
         assert!(!go.iter().any(|f| f == "--reclaim-priority" || f == "idle"), "{go:?}");
         assert_eq!(go.len(), flags.len() - 2);
         assert_eq!(worker_args_for(&p, true), flags);
+    }
+
+    #[test]
+    fn workers_get_the_informers_processing_placement_and_parse_it_back() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            store: StoreArgs,
+        }
+        let parse = |args: &[&str]| {
+            <Cli as clap::Parser>::try_parse_from(
+                std::iter::once("store").chain(args.iter().copied()),
+            )
+        };
+        let default = parse(&[]).expect("valid flags").store.params();
+        assert_eq!(default.informer_processing, InformerProcessing::Runtime);
+        assert!(!worker_args(&default).iter().any(|f| f == "--informer-processing"));
+        let p = parse(&["--informer-processing", "thread"]).expect("valid flags").store.params();
+        let flags = worker_args(&p);
+        let i = flags.iter().position(|f| f == "--informer-processing").expect("passed on");
+        assert_eq!(flags[i + 1], "thread");
+        let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+        let back = parse(&worker).expect("workers parse it").store.params();
+        assert_eq!(back.informer_processing, InformerProcessing::Thread);
+        assert_eq!(
+            back.informer_processing.informer(),
+            snapinformer_core::Processing::DedicatedThread
+        );
+        assert!(parse(&["--informer-processing", "own"]).is_err(), "unknown values are refused");
+        let go = worker_args_for(&p, false);
+        assert!(!go.iter().any(|f| f == "--informer-processing"), "the Go worker has no such flag");
     }
 }

@@ -41,7 +41,7 @@
 use std::{
     sync::{
         Arc, Condvar, Mutex, MutexGuard,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     thread,
     time::{Duration, Instant},
@@ -61,7 +61,7 @@ use super::{
 };
 use crate::{
     harness::{
-        placement::{Cores, ReclaimerPriority, pin},
+        placement::{Cores, InformerProcessing, ReclaimerPriority, pin},
         sched::{GroupTime, ThreadSched},
         stats::Latency,
     },
@@ -377,6 +377,7 @@ impl<T: RowObject> InformerRow<T> {
         name: &'static str,
         cores: Cores,
         reclaim: ReclaimerPriority,
+        processing: InformerProcessing,
     ) -> Result<Self, String> {
         let writer_core = cores.writer;
         let workers = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -389,11 +390,18 @@ impl<T: RowObject> InformerRow<T> {
             .map_err(|e| format!("starting the informer's runtime: {e}"))?;
         let shared = Arc::new(Shared::default());
         let hook = Arc::downgrade(&shared);
+        // A processing thread of its own cannot be pinned from here: the hook, which runs on
+        // it, pins it on its first call (as the handler's thread pins itself).
+        let hook_pinned = AtomicBool::new(processing == InformerProcessing::Runtime);
         let informer: Informer<T> = InformerBuilder::with_store(T::store(reclaim))
             .name("pods")
             .queue(QueueKind::Real)
+            .processing(processing.informer())
             // Splits the open loop's staleness at publication.
             .on_publish(move |published| {
+                if !hook_pinned.swap(true, Ordering::Relaxed) {
+                    pin(writer_core);
+                }
                 let Some(shared) = hook.upgrade() else { return };
                 let log = shared.publish.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 if let Some(log) = log {

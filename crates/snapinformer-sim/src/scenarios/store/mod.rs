@@ -67,7 +67,7 @@ use crate::{
     harness::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler, MemoryTrace, settled},
-        placement::{Placement, ReclaimerPriority, WriterPriority, pin},
+        placement::{InformerProcessing, Placement, ReclaimerPriority, WriterPriority, pin},
         sched::{ThreadSched, ThreadsCpu, process_cpu},
         stats::Summary,
     },
@@ -111,6 +111,9 @@ pub struct StoreParams {
     /// How the rows' reclaimer threads are scheduled.
     #[serde(default)]
     pub reclaim_priority: ReclaimerPriority,
+    /// Where the informer rows run their processing loop.
+    #[serde(default)]
+    pub informer_processing: InformerProcessing,
     /// Offered rates of the sweep (empty: no sweep).
     #[serde(default)]
     pub sweep: Vec<u64>,
@@ -369,23 +372,22 @@ impl InProcessRow {
         }
     }
 
-    fn start(
-        self,
-        placement: Placement,
-        reclaim: ReclaimerPriority,
-    ) -> Result<Box<dyn RowDriver>, String> {
+    fn start(self, p: &StoreParams) -> Result<Box<dyn RowDriver>, String> {
+        let reclaim = p.reclaim_priority;
         Ok(match self {
             InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind, reclaim)),
             InProcessRow::Informer => Box::new(informer_row::InformerRow::<Pod>::start(
                 informer_row::NAME,
-                placement.cores(),
+                p.placement.cores(),
                 reclaim,
+                p.informer_processing,
             )?),
             InProcessRow::InformerCompact => {
                 Box::new(informer_row::InformerRow::<CompactPod>::start(
                     informer_row::COMPACT_NAME,
-                    placement.cores(),
+                    p.placement.cores(),
                     reclaim,
+                    p.informer_processing,
                 )?)
             }
         })
@@ -472,7 +474,7 @@ pub fn run_row(
     let mut digest = WorkloadDigest::default();
     // The row exists before the first measurement (an empty cache, or the informer with its
     // runtime and handler thread), as the Go rows create theirs.
-    let mut driver = row.start(p.placement, p.reclaim_priority)?;
+    let mut driver = row.start(p)?;
     let mut next_rv =
         memory_phase(row, driver.as_mut(), &shape, heap, log, &mut report, &mut digest)?;
     let reader = driver.reader();
