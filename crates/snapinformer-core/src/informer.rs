@@ -98,11 +98,15 @@ pub enum Processing {
     #[default]
     Runtime,
     /// An OS thread of its own, named `informer-<name>`, running the loop on a single-threaded
-    /// runtime of its own. It costs one thread and its stack. The loop no longer queues behind
-    /// other tasks for a worker: the kernel schedules it like any thread. On the project's
-    /// 2-core machine this cut the p99 of the hop from the reflector to the queue from up to
-    /// 193 ms to about 5 ms (BENCHMARKS.md). The hook of [`InformerBuilder::on_publish`] then
-    /// runs on that thread; no timers or I/O are available there.
+    /// runtime of its own. It costs one thread and its stack. The loop never queues behind the
+    /// caller's tasks: it publishes even while they block the runtime's threads, and the
+    /// kernel schedules it like any thread. It does not make the machine's cores go further:
+    /// on the project's 2-core machine, with ten reader threads keeping both busy, it kept the
+    /// hop from the reflector to the queue under 11 ms at p99 (up to 208 ms as a task), but the
+    /// deltas then waited in the queue instead and the staleness p99 did not change
+    /// (BENCHMARKS.md, "The processing loop on a thread of its own"). The hook of
+    /// [`InformerBuilder::on_publish`] runs on that thread, where no timers or I/O are
+    /// available.
     DedicatedThread,
 }
 

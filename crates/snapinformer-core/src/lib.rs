@@ -55,6 +55,9 @@
 //!   snapshot, whatever the store's size.
 //! - Queues are unbounded unless [`QueueConfig::max_depth`] is set; then producers block
 //!   (counted in the metrics) until the processing loop catches up.
+//! - The processing loop is a task on the runtime that starts the informer, by default; with
+//!   [`Processing::DedicatedThread`] it is one OS thread of its own, which does not queue for a
+//!   runtime worker behind the reflector and other tasks (see [`Processing`] for when that pays).
 //!
 //! # Usage
 //!

@@ -189,13 +189,25 @@ fn update_plans_are_the_same_in_go() {
 /// Runs one row's worker with small parameters (the flags the parent passes) and returns its
 /// report.
 fn run_row(exe: &PathBuf, row: &str, placement: &str, out: &std::path::Path) -> StoreRowReport {
-    let file = out.join(format!("{row}-{placement}.json"));
+    run_row_with(exe, row, placement, &[], out)
+}
+
+/// [`run_row`] with more flags for the worker.
+fn run_row_with(
+    exe: &PathBuf,
+    row: &str,
+    placement: &str,
+    extra: &[&str],
+    out: &std::path::Path,
+) -> StoreRowReport {
+    let file = out.join(format!("{row}-{placement}{}.json", extra.join("")));
     let output = Command::new(exe)
         .arg("store")
         .args(["--objects", "1000", "--nodes", "10", "--readers", "2"])
         .args(["--duration", "300ms", "--rate", "2000", "--updates", "3000"])
         .args(["--pod-profile", "small", "--placement", placement])
         .args(["--sweep", "1000,4000", "--sweep-duration", "200ms"])
+        .args(extra)
         .args(["--worker", row])
         .arg("--worker-out")
         .arg(&file)
@@ -336,6 +348,33 @@ fn the_informer_rows_split_open_loop_staleness_at_queue_and_publication() {
                 row.open_loop_threads.keys()
             );
         }
+        assert!(
+            !row.open_loop_threads.contains_key("informer-pods"),
+            "{}: by default the processing loop is a task on the runtime",
+            row.name
+        );
+    }
+}
+
+#[test]
+fn informer_rows_asked_for_a_processing_thread_apply_every_batch_there() {
+    let out = scratch_dir("processing-thread");
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
+    let flags = ["--informer-processing", "thread"];
+    let rows = [
+        run_row_with(&sim, "snapinformer", "unpinned", &flags, &out),
+        run_row_with(&sim, "snapinformer-compact", "pinned", &flags, &out),
+    ];
+    let _ = std::fs::remove_dir_all(&out);
+    for row in &rows {
+        let st = row.open_loop_stages.as_ref().expect("an informer row splits its staleness");
+        assert_eq!(st.queued_us.count, 600, "{}: every update was published", row.name);
+        assert_eq!(st.delivery_us.count, 600, "{}: and delivered", row.name);
+        // The informer's thread is named after it ("pods"); it did the applying.
+        let own = row.open_loop_threads.get("informer-pods").unwrap_or_else(|| {
+            panic!("{}: no processing thread in {:?}", row.name, row.open_loop_threads.keys())
+        });
+        assert!(own.cpu_s > 0.0, "{}: the processing thread ran: {own:?}", row.name);
     }
 }
 
