@@ -114,6 +114,7 @@ pub mod fuzzing;
 mod index;
 mod keying;
 mod object;
+pub mod reclaim;
 mod snapshot;
 mod state;
 mod writer;
@@ -123,7 +124,6 @@ pub use error::{Error, Result};
 pub use index::{IndexFn, IndexValues, Indexers, NAMESPACE_INDEX};
 pub use keying::{BoxError, KeyFn, TransformFn, UserError};
 pub use object::{Object, ObjectAccess, OwnerUids, split_key};
+pub use reclaim::{RECLAIM_BACKLOG_MIN, ReclaimPriority, Reclaimer};
 pub use snapshot::Snapshot;
-pub use writer::{
-    ApplyOutcome, Batch, Change, RECLAIM_BACKLOG_MIN, Reader, ReclaimPriority, StoreBuilder, Writer,
-};
+pub use writer::{ApplyOutcome, Batch, Change, Reader, StoreBuilder, Writer};

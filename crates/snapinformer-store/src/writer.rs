@@ -5,7 +5,8 @@ use std::{sync::Arc, time::Instant};
 use arc_swap::ArcSwap;
 
 use crate::{
-    Chunked, Error, Indexers, KeyFn, ObjectAccess, Result, Snapshot, TransformFn,
+    Chunked, Error, Indexers, KeyFn, ObjectAccess, RECLAIM_BACKLOG_MIN, ReclaimPriority, Reclaimer,
+    Result, Snapshot, TransformFn,
     backend::{Backend, PersistentMap},
     index::IndexFn,
     index::NAMESPACE_INDEX,
@@ -143,7 +144,7 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
         });
         let reader = Reader { shared: shared.clone() };
         let reclaimer = if self.background_reclaim {
-            Some(Reclaimer::start(self.reclaim_priority)?)
+            Some(Reclaimer::start("snapinformer-reclaim", self.reclaim_priority)?)
         } else {
             None
         };
@@ -191,142 +192,8 @@ pub struct Writer<T: Send + Sync + 'static, B: Backend = Chunked> {
     /// Objects superseded wholesale since the last publication (by `replace`), beyond `pending`.
     superseded: usize,
     pending_rv: Option<PendingRv<T>>,
-    reclaimer: Option<Reclaimer<State<T, B>>>,
+    reclaimer: Option<Reclaimer<Arc<State<T, B>>>>,
     transform: Option<TransformFn<T>>,
-}
-
-/// The least garbage, in superseded changes, the reclaimer thread may have waiting before the
-/// writer frees the next version itself (see [`StoreBuilder::background_reclaim`]); above it,
-/// the bound is the number of objects in the store.
-pub const RECLAIM_BACKLOG_MIN: usize = 10_000;
-
-/// How the store's reclaimer thread is scheduled (see [`StoreBuilder::reclaim_priority`]).
-///
-/// Freeing what a publication superseded is work nobody waits for. At the default,
-/// [`Normal`](ReclaimPriority::Normal), the reclaimer competes for cores as an equal of the
-/// writer and the readers, and mostly keeps up. At [`Idle`](ReclaimPriority::Idle) it gets
-/// only the CPU time nothing else wants, as Go's background sweeper does: on busy cores it
-/// falls behind until its backlog reaches the bound (see
-/// [`StoreBuilder::background_reclaim`]), and from then on the writer frees inline, so a
-/// starved reclaimer costs the writer what freeing inline costs and never more memory than the
-/// bound.
-///
-/// Measured in the `store` benchmark (200,000 realistic pods, ten readers on two cores, against
-/// real client-go in the same runs; BENCHMARKS.md), `Idle` raised the informer's apply rate with
-/// readers to 1.32x client-go's (median of five runs interleaved with five at `Normal`, which
-/// gave 0.77x), but not its freshness: staleness p99 spread over 28-339 ms at `Idle` and
-/// 51-536 ms at `Normal`, with medians pointing opposite ways. Garbage waits at its bound (as
-/// much superseded state as the store holds) whenever the cores are busy, and with an allocator
-/// that frees under a lock (glibc's malloc frees a block under its arena's lock) a preempted idle
-/// reclaimer can keep the writer waiting for that lock until a core goes idle. Hence the
-/// default, `Normal`; choose `Idle` for write throughput under load on an allocator that frees
-/// without a lock (mimalloc, as the benchmarks use) and with memory to spare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ReclaimPriority {
-    /// The scheduling policy the writer's thread had when it built the store, competing for
-    /// cores as an equal.
-    #[default]
-    Normal,
-    /// Linux `SCHED_IDLE`: the thread runs when a core would otherwise be idle. An unprivileged
-    /// thread may always lower itself to it. Elsewhere, or where the call is refused, the thread
-    /// stays at [`Normal`](ReclaimPriority::Normal) ([`Writer::reclaim_priority`] says which).
-    Idle,
-}
-
-impl ReclaimPriority {
-    /// Gives the calling thread this priority, as the store's reclaimer thread does when it
-    /// starts; returns the priority the thread runs at. `Normal` changes nothing; `Idle` falls
-    /// back to `Normal` where the system refuses it. For threads of your own that do the same
-    /// kind of work (the benchmarks' locked baseline uses it for its reclaimer).
-    pub fn apply_to_current_thread(self) -> ReclaimPriority {
-        match self {
-            ReclaimPriority::Idle if lower_to_idle() => ReclaimPriority::Idle,
-            _ => ReclaimPriority::Normal,
-        }
-    }
-}
-
-/// The background thread that drops superseded versions.
-struct Reclaimer<S: Send + 'static> {
-    tx: Option<std::sync::mpsc::Sender<(Arc<S>, usize)>>,
-    /// Changes handed to the thread and not yet dropped.
-    backlog: Arc<std::sync::atomic::AtomicUsize>,
-    /// The priority the thread runs at.
-    priority: ReclaimPriority,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-/// Lowers the calling thread to `SCHED_IDLE`; whether it now runs there.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn lower_to_idle() -> bool {
-    use thread_priority::{
-        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
-        set_thread_priority_and_policy, thread_native_id, thread_schedule_policy,
-    };
-    let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
-    // The result of the call is not the whole story: the policy may be set and the niceness
-    // call after it refused. What the thread runs at is what counts.
-    let _ = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle);
-    thread_schedule_policy().is_ok_and(|p| p == idle)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn lower_to_idle() -> bool {
-    false
-}
-
-impl<S: Send + Sync + 'static> Reclaimer<S> {
-    fn start(wanted: ReclaimPriority) -> Result<Self> {
-        use std::sync::atomic::Ordering;
-        let (tx, rx) = std::sync::mpsc::channel::<(Arc<S>, usize)>();
-        let (started_tx, started) = std::sync::mpsc::sync_channel::<ReclaimPriority>(1);
-        let backlog = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let thread = {
-            let backlog = backlog.clone();
-            std::thread::Builder::new()
-                .name("snapinformer-reclaim".into())
-                .spawn(move || {
-                    let _ = started_tx.send(wanted.apply_to_current_thread());
-                    for (old, weight) in rx {
-                        drop(old);
-                        backlog.fetch_sub(weight, Ordering::Relaxed);
-                    }
-                })
-                .map_err(|e| Error::Reclaimer(e.to_string()))?
-        };
-        let priority = started
-            .recv()
-            .map_err(|_| Error::Reclaimer("the thread ended before it started".into()))?;
-        Ok(Reclaimer { tx: Some(tx), backlog, priority, thread: Some(thread) })
-    }
-
-    /// Hands `old`, which superseded `weight` changes, to the thread, unless that would take
-    /// its backlog above `limit` changes or the thread is gone: then drops it here.
-    fn reclaim(&self, old: Arc<S>, weight: usize, limit: usize) {
-        use std::sync::atomic::Ordering;
-        let Some(tx) = &self.tx else { return drop(old) };
-        // Only the writer adds to the backlog, so the check and the add do not race with
-        // another add; the thread only lowers it.
-        if self.backlog.load(Ordering::Relaxed).saturating_add(weight) > limit {
-            return drop(old);
-        }
-        self.backlog.fetch_add(weight, Ordering::Relaxed);
-        if let Err(std::sync::mpsc::SendError((old, weight))) = tx.send((old, weight)) {
-            self.backlog.fetch_sub(weight, Ordering::Relaxed);
-            drop(old);
-        }
-    }
-}
-
-impl<S: Send + 'static> Drop for Reclaimer<S> {
-    fn drop(&mut self) {
-        drop(self.tx.take());
-        if let Some(thread) = self.thread.take() {
-            // The thread only drops values; it ends when the channel closes.
-            let _ = thread.join();
-        }
-    }
 }
 
 impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Writer<T, B> {
@@ -366,7 +233,7 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
     /// (`background_reclaim(false)`). It can differ from what the builder asked for:
     /// [`ReclaimPriority::Idle`] falls back to `Normal` where the system refuses it.
     pub fn reclaim_priority(&self) -> Option<ReclaimPriority> {
-        self.reclaimer.as_ref().map(|r| r.priority)
+        self.reclaimer.as_ref().map(Reclaimer::priority)
     }
 
     /// The latest published snapshot (what readers see now).
@@ -561,10 +428,10 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
         self.pending = 0;
         self.superseded = 0;
         let old = self.shared.current.swap(Arc::new(self.work.clone()));
-        match &self.reclaimer {
+        match &mut self.reclaimer {
             Some(reclaimer) => {
                 let limit = self.work.items.len().max(RECLAIM_BACKLOG_MIN);
-                reclaimer.reclaim(old, weight, limit);
+                reclaimer.hand_over(old, weight, limit);
             }
             None => drop(old),
         }

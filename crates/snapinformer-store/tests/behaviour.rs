@@ -537,3 +537,53 @@ fn inline_reclamation_frees_a_superseded_object_before_the_update_returns() {
     w.update(Arc::new(pod("a", "n1", 2))).unwrap();
     assert!(weak.upgrade().is_none());
 }
+
+/// Polls until `weak` is gone (the reclaimer runs on its own thread), without any further
+/// write: a hand-over the reclaimer missed would leave it alive.
+fn freed_without_more_writes(weak: &std::sync::Weak<TObj>, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while weak.upgrade().is_some() {
+        assert!(std::time::Instant::now() < deadline, "{what}: never reclaimed");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_sleeping_reclaimer_is_woken_by_the_first_version_handed_to_it() {
+    let (mut w, _r) = StoreBuilder::new(access()).background_reclaim(true).build().unwrap();
+    w.add(Arc::new(pod("a", "n", 1))).unwrap();
+    // Pauses short and long, so that hand-overs meet the thread busy, asleep and on its way to
+    // sleep.
+    for (i, pause_us) in
+        [0u64, 1, 10, 50, 500, 4000, 5000, 6000, 20_000].iter().cycle().take(120).enumerate()
+    {
+        let rv = i as u64 + 2;
+        let weak = {
+            let snap = w.reader().snapshot();
+            Arc::downgrade(snap.get_by_key("default/a").unwrap())
+        };
+        thread::sleep(Duration::from_micros(*pause_us));
+        w.update(Arc::new(pod("a", "n", rv))).unwrap();
+        freed_without_more_writes(
+            &weak,
+            &format!("version {} after a {pause_us} us pause", rv - 1),
+        );
+    }
+}
+
+#[test]
+fn a_reclaimer_frees_a_burst_without_further_writes() {
+    let (mut w, _r) = StoreBuilder::new(access()).background_reclaim(true).build().unwrap();
+    let mut weaks = Vec::new();
+    for rv in 1..=300 {
+        let o = Arc::new(pod("a", "n", rv));
+        weaks.push(Arc::downgrade(&o));
+        w.add(o).unwrap();
+    }
+    // Every version but the current one was handed over: the thread frees them all, with no
+    // write after the burst to push it.
+    for (i, weak) in weaks.iter().enumerate().take(299) {
+        freed_without_more_writes(weak, &format!("version {}", i + 1));
+    }
+    assert!(weaks[299].upgrade().is_some(), "the published version stays");
+}

@@ -16,17 +16,12 @@
 use std::{
     any::Any,
     collections::{HashMap, HashSet},
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-        mpsc,
-    },
-    thread,
+    sync::Arc,
     time::Instant,
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer_store::{IndexFn, ObjectAccess, ReclaimPriority, backend::KeyHasher};
+use snapinformer_store::{IndexFn, ObjectAccess, ReclaimPriority, Reclaimer, backend::KeyHasher};
 
 use super::{
     CacheReader, CacheWriter, OnVisible, SimChange, label_is,
@@ -155,37 +150,19 @@ pub struct LockedStore {
     reclaim: Option<Reclaim>,
 }
 
-/// The reclaimer thread of `locked-bg`, bounded and scheduled as our store's is (like for like):
-/// when the objects waiting for it reach the map's size (at least `RECLAIM_BACKLOG_MIN`), the
-/// writer frees the next ones itself, after the lock; with `reclaim_idle` it runs at
-/// `SCHED_IDLE`.
-struct Reclaim {
-    tx: mpsc::Sender<Vec<Arc<Pod>>>,
-    backlog: Arc<AtomicUsize>,
-}
+/// The reclaimer thread of `locked-bg`: the store's own [`Reclaimer`], so bounded, scheduled and
+/// woken as our store's is (like for like). When the objects waiting for it reach the map's
+/// size (at least `RECLAIM_BACKLOG_MIN`), the writer frees the next ones itself, after the
+/// lock; with `reclaim_idle` it runs at `SCHED_IDLE`.
+type Reclaim = Reclaimer<Vec<Arc<Pod>>>;
 
 impl LockedStore {
     /// An empty store written as `config` says.
     pub fn new(config: LockedConfig) -> Self {
-        let idle = config.reclaim_idle;
+        let priority =
+            if config.reclaim_idle { ReclaimPriority::Idle } else { ReclaimPriority::Normal };
         let reclaim = config.background_free.then(|| {
-            let (tx, rx) = mpsc::channel::<Vec<Arc<Pod>>>();
-            let backlog = Arc::new(AtomicUsize::new(0));
-            let thread_backlog = backlog.clone();
-            thread::Builder::new()
-                .name("locked-reclaim".into())
-                .spawn(move || {
-                    if idle {
-                        ReclaimPriority::Idle.apply_to_current_thread();
-                    }
-                    while let Ok(garbage) = rx.recv() {
-                        let n = garbage.len();
-                        drop(garbage);
-                        thread_backlog.fetch_sub(n, Ordering::Relaxed);
-                    }
-                })
-                .expect("spawn the reclaimer thread");
-            Reclaim { tx, backlog }
+            Reclaimer::start("locked-reclaim", priority).expect("spawn the reclaimer thread")
         });
         LockedStore {
             inner: Arc::new(RwCell::new(config.flavor, LockedInner::new())),
@@ -225,18 +202,12 @@ impl CacheWriter for LockedStore {
             });
             done += applied;
             visible(done, Instant::now());
-            if let Some(reclaim) = &self.reclaim
+            if let Some(reclaim) = &mut self.reclaim
                 && !garbage.is_empty()
             {
                 let (n, limit) = (garbage.len(), len.max(snapinformer_store::RECLAIM_BACKLOG_MIN));
                 // Above the bound the writer frees them here, after the lock, as ours does.
-                if reclaim.backlog.load(Ordering::Relaxed) + n <= limit {
-                    reclaim.backlog.fetch_add(n, Ordering::Relaxed);
-                    if let Err(mpsc::SendError(garbage)) = reclaim.tx.send(garbage) {
-                        reclaim.backlog.fetch_sub(n, Ordering::Relaxed);
-                        drop(garbage);
-                    }
-                }
+                reclaim.hand_over(garbage, n, limit);
             }
         }
     }
