@@ -370,7 +370,8 @@ where
         depth,
     });
     let buf = buffer.clone();
-    let thread_name = format!("handler-{name}");
+    // A NUL byte would make the spawn panic; Linux keeps the first 15 bytes.
+    let thread_name = format!("handler-{}", name.replace('\0', ""));
     let handler_name: Arc<str> = name.into();
     std::thread::Builder::new().name(thread_name).spawn(move || {
         let _stopped = StoppedOnDrop(shared.clone());

@@ -97,7 +97,8 @@ pub enum Processing {
     /// extra, but a batch can wait for a worker, and a wake-up may go through another worker.
     #[default]
     Runtime,
-    /// An OS thread of its own, named `informer-<name>`, running the loop on a single-threaded
+    /// An OS thread of its own, named `informer-<name>` (Linux shows its first 15 bytes),
+    /// running the loop on a single-threaded
     /// runtime of its own. It costs one thread and its stack. The loop never queues behind the
     /// caller's tasks: it publishes even while they block the runtime's threads, and the
     /// kernel schedules it like any thread. It does not make the machine's cores go further:
@@ -563,7 +564,8 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
         let (done, ended) = tokio::sync::oneshot::channel();
         let shared = self.shared.clone();
         std::thread::Builder::new()
-            .name(format!("informer-{}", self.shared.name))
+            // A NUL byte would make the spawn panic; Linux keeps the first 15 bytes.
+            .name(format!("informer-{}", self.shared.name.replace('\0', "")))
             .spawn(move || {
                 runtime.block_on(process_loop(shared));
                 // The receiver is gone if nobody waits in `shutdown`; nothing to tell then.

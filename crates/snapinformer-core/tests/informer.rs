@@ -1031,3 +1031,19 @@ async fn a_panic_on_the_dedicated_processing_thread_stops_the_informer_and_its_w
     );
     eventually("the handler got the first add", || len(&log) >= 1).await;
 }
+
+#[tokio::test]
+async fn names_with_a_nul_byte_still_get_their_processing_and_handler_threads() {
+    let inf = Informer::<Obj>::builder(access())
+        .name("po\0ds")
+        .processing(Processing::DedicatedThread)
+        .build()
+        .unwrap();
+    let (log, h) = recorder();
+    inf.add_event_handler_with(h, HandlerOptions::new().name("vis\0ible")).unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("a", 1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    eventually("the handler with a NUL in its name got the add", || len(&log) == 1).await;
+    inf.shutdown().await;
+}

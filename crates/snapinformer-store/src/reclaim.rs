@@ -124,7 +124,7 @@ impl<G: Send + 'static> std::fmt::Debug for Reclaimer<G> {
 }
 
 impl<G: Send + 'static> Reclaimer<G> {
-    /// Starts the thread, named `name`, at `wanted` priority (see [`ReclaimPriority`]: `Idle`
+    /// Starts the thread, named `name` (without NUL bytes), at `wanted` priority (see [`ReclaimPriority`]: `Idle`
     /// falls back to `Normal` where the system refuses it; [`priority`](Reclaimer::priority)
     /// says which).
     pub fn start(name: &str, wanted: ReclaimPriority) -> Result<Self> {
@@ -134,7 +134,8 @@ impl<G: Send + 'static> Reclaimer<G> {
         let thread = {
             let backlog = backlog.clone();
             thread::Builder::new()
-                .name(name.to_owned())
+                // A NUL byte would make the spawn panic.
+                .name(name.replace('\0', ""))
                 .spawn(move || {
                     let _ = started_tx.send(wanted.apply_to_current_thread());
                     // Ends once the handle is dropped and everything it sent is dropped.
