@@ -541,11 +541,7 @@ fn inline_reclamation_frees_a_superseded_object_before_the_update_returns() {
 /// Polls until `weak` is gone (the reclaimer runs on its own thread), without any further
 /// write: a hand-over the reclaimer missed would leave it alive.
 fn freed_without_more_writes(weak: &std::sync::Weak<TObj>, what: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while weak.upgrade().is_some() {
-        assert!(std::time::Instant::now() < deadline, "{what}: never reclaimed");
-        thread::sleep(Duration::from_millis(1));
-    }
+    common::wait_until(&format!("{what} reclaimed"), || weak.upgrade().is_none());
 }
 
 #[test]

@@ -170,3 +170,12 @@ pub fn check<B: Backend>(snap: &Snapshot<TObj, B>, model: &Model) {
     }
     assert_eq!(snap.list_namespace("").len(), model.items.len(), "all namespaces");
 }
+
+/// Polls `cond` every millisecond until it holds; fails after ten seconds, naming `what`.
+pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

@@ -1,12 +1,15 @@
 //! The reclaimer on its own (the store's writer uses it; so does the benchmarks' `locked-bg`):
 //! where garbage is dropped, the bound, and that nothing handed over is lost.
 
+mod common;
+
 use std::{
     sync::{Arc, Mutex},
     thread::{self, ThreadId},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
+use common::wait_until;
 use snapinformer_store::{ReclaimPriority, Reclaimer};
 
 /// Garbage that records the thread it was dropped on.
@@ -18,14 +21,6 @@ struct Tracked {
 impl Drop for Tracked {
     fn drop(&mut self) {
         self.dropped.lock().unwrap().push((self.id, thread::current().id()));
-    }
-}
-
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -417,23 +417,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn workers_get_resolved_values_placement_and_sweep_but_never_quick() {
+    /// `store` with `args`, as the command line parses it.
+    fn parse(args: &[&str]) -> Result<StoreArgs, clap::Error> {
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
             store: StoreArgs,
         }
-        let cli = <Cli as clap::Parser>::try_parse_from([
-            "store",
-            "--quick",
-            "--sweep",
-            "5000,20000",
-            "--sweep-duration",
-            "2s",
-        ])
-        .expect("valid flags");
-        let p = cli.store.params();
+        let args = std::iter::once("store").chain(args.iter().copied());
+        <Cli as clap::Parser>::try_parse_from(args).map(|cli| cli.store)
+    }
+
+    #[test]
+    fn workers_get_resolved_values_placement_and_sweep_but_never_quick() {
+        let p = parse(&["--quick", "--sweep", "5000,20000", "--sweep-duration", "2s"])
+            .expect("valid flags")
+            .params();
         let flags = worker_args(&p);
         assert!(!flags.iter().any(|f| f == "--quick"));
         let after = |flag: &str| {
@@ -449,25 +448,14 @@ mod tests {
 
     #[test]
     fn workers_get_the_reclaimers_priority_and_parse_it_back() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            store: StoreArgs,
-        }
-        let parse = |args: &[&str]| {
-            <Cli as clap::Parser>::try_parse_from(
-                std::iter::once("store").chain(args.iter().copied()),
-            )
-        };
-        let cli = parse(&["--reclaim-priority", "idle"]).expect("valid flags");
-        let p = cli.store.params();
+        let p = parse(&["--reclaim-priority", "idle"]).expect("valid flags").params();
         assert_eq!(p.reclaim_priority, ReclaimerPriority::Idle);
         let flags = worker_args(&p);
         let i = flags.iter().position(|f| f == "--reclaim-priority").expect("passed to workers");
         assert_eq!(flags[i + 1], "idle");
         // The first argument is the subcommand's name.
         let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
-        let back = parse(&worker).expect("workers parse it").store.params();
+        let back = parse(&worker).expect("workers parse it").params();
         assert_eq!(back.reclaim_priority, ReclaimerPriority::Idle);
         assert_eq!(worker_args(&back), flags, "a worker's own arguments round-trip");
         assert!(parse(&["--reclaim-priority", "low"]).is_err(), "unknown values are refused");
@@ -480,25 +468,15 @@ mod tests {
 
     #[test]
     fn workers_get_the_informers_processing_placement_and_parse_it_back() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            store: StoreArgs,
-        }
-        let parse = |args: &[&str]| {
-            <Cli as clap::Parser>::try_parse_from(
-                std::iter::once("store").chain(args.iter().copied()),
-            )
-        };
-        let default = parse(&[]).expect("valid flags").store.params();
+        let default = parse(&[]).expect("valid flags").params();
         assert_eq!(default.informer_processing, InformerProcessing::Runtime);
         assert!(!worker_args(&default).iter().any(|f| f == "--informer-processing"));
-        let p = parse(&["--informer-processing", "thread"]).expect("valid flags").store.params();
+        let p = parse(&["--informer-processing", "thread"]).expect("valid flags").params();
         let flags = worker_args(&p);
         let i = flags.iter().position(|f| f == "--informer-processing").expect("passed on");
         assert_eq!(flags[i + 1], "thread");
         let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
-        let back = parse(&worker).expect("workers parse it").store.params();
+        let back = parse(&worker).expect("workers parse it").params();
         assert_eq!(back.informer_processing, InformerProcessing::Thread);
         assert_eq!(
             back.informer_processing.informer(),
