@@ -102,8 +102,8 @@ fn lower_to_idle() -> bool {
 /// `k8s_openapi` pods the thread then needed 1.6x the CPU to free the same garbage (5.2 s
 /// against 3.2 s over a 20 s open loop, medians of four runs each, ranges apart), more than the
 /// writer saved, and the staleness p99 rose; with compact pods it helped. Draining every
-/// 0.5 ms instead is a lead, not yet decided (BENCHMARKS.md, "Waking the reclaimer less
-/// often").
+/// 0.5 ms instead did not pay either: over six interleaved runs a side both informer rows
+/// were staler with it (BENCHMARKS.md, "Waking the reclaimer less often").
 ///
 /// Dropping the `Reclaimer` waits until the thread has dropped everything it was handed.
 pub struct Reclaimer<G: Send + 'static> {
