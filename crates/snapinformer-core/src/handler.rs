@@ -247,6 +247,10 @@ pub(crate) enum Message<T: Send + Sync + 'static, B: Backend> {
 struct BufferState<T: Send + Sync + 'static, B: Backend> {
     items: VecDeque<Message<T, B>>,
     closed: bool,
+    /// Whether the handler's thread waits on `ready` (set and cleared under the lock): a push
+    /// wakes it only then. Notifying a condition variable is a system call even when nobody
+    /// waits, and a handler busy with earlier notifications finds the new ones by itself.
+    waiting: bool,
 }
 
 /// One handler's buffer: unbounded, drained by the handler's own thread.
@@ -269,9 +273,12 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
         let before = st.items.len();
         st.items.extend(msgs);
         let added = st.items.len() - before;
+        let wake = added > 0 && st.waiting;
         drop(st);
         if added > 0 {
             self.depth.inc_by(added as i64);
+        }
+        if wake {
             self.ready.notify_one();
         }
     }
@@ -300,7 +307,9 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
             if st.closed {
                 return None;
             }
+            st.waiting = true;
             st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.waiting = false;
         }
     }
 }
@@ -365,7 +374,7 @@ where
     H: EventHandler<T>,
 {
     let buffer = Arc::new(Buffer {
-        state: Mutex::new(BufferState { items: VecDeque::new(), closed: false }),
+        state: Mutex::new(BufferState { items: VecDeque::new(), closed: false, waiting: false }),
         ready: Condvar::new(),
         depth,
     });

@@ -14,6 +14,7 @@
 //! | `staleness_seconds` | histogram | per delta: time from entering the queue to being visible to readers |
 //! | `publications` | counter | snapshots published |
 //! | `deltas_applied` | counter | deltas applied to the store |
+//! | `batch_window_waits` | counter | times the processing loop waited out its batch window |
 //! | `handler_buffer_depth{handler}` | gauge | notifications waiting in a handler's buffer |
 //! | `handler_notifications{handler}` | counter | notifications pushed to a handler |
 //!
@@ -57,6 +58,9 @@ pub struct InformerMetrics {
     pub publications: Counter,
     /// Deltas applied.
     pub deltas_applied: Counter,
+    /// Times the processing loop waited out its
+    /// [`batch_window`](crate::InformerBuilder::batch_window) before the next batch.
+    pub batch_window_waits: Counter,
     /// Notifications waiting per handler.
     pub handler_buffer_depth: Family<HandlerLabels, Gauge>,
     /// Notifications pushed per handler.
@@ -71,6 +75,7 @@ impl Default for InformerMetrics {
             staleness: Histogram::new(exponential_buckets(1e-5, 4.0, 12)),
             publications: Counter::default(),
             deltas_applied: Counter::default(),
+            batch_window_waits: Counter::default(),
             handler_buffer_depth: Family::default(),
             handler_notifications: Family::default(),
         }
@@ -185,6 +190,11 @@ impl InformerMetrics {
         );
         sub.register("publications", "Snapshots published", self.publications.clone());
         sub.register("deltas_applied", "Deltas applied to the store", self.deltas_applied.clone());
+        sub.register(
+            "batch_window_waits",
+            "Times the processing loop waited out its batch window",
+            self.batch_window_waits.clone(),
+        );
         sub.register(
             "handler_buffer_depth",
             "Notifications waiting in a handler's buffer",

@@ -1047,3 +1047,98 @@ async fn names_with_a_nul_byte_still_get_their_processing_and_handler_threads() 
     eventually("the handler with a NUL in its name got the add", || len(&log) == 1).await;
     inf.shutdown().await;
 }
+
+/// The publications the informer made so far.
+fn publications<T: Send + Sync + 'static>(inf: &Informer<T>) -> u64 {
+    inf.snapshot().publication()
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_window_gathers_a_steady_stream_into_one_publication_per_window() {
+    let window = Duration::from_millis(10);
+    let inf = Informer::<Obj>::builder(access()).batch_window(window).build().unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("p1", 1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    let first = publications(&inf);
+    let began = tokio::time::Instant::now();
+    // Five more, one a millisecond: all within the window the first publication opened.
+    for i in 2..=6 {
+        inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(publications(&inf), first, "nothing is published inside the window");
+    let snap = inf.wait_for("6", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(snap.len(), 6);
+    assert_eq!(snap.publication(), first + 1, "the five came out in one publication");
+    assert!(inf.metrics().batch_window_waits.get() >= 1, "the wait is counted");
+    let waited = began.elapsed();
+    assert!(
+        waited >= window - Duration::from_millis(1) && waited <= window + Duration::from_millis(2),
+        "published at the window's end (1 ms of timer granularity), not after {waited:?}"
+    );
+    inf.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_window_publishes_a_delta_after_a_quiet_period_at_once() {
+    let inf =
+        Informer::<Obj>::builder(access()).batch_window(Duration::from_millis(10)).build().unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("p1", 1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = tokio::time::Instant::now();
+    inf.queue().add(obj("p2", 2)).unwrap();
+    inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(before.elapsed(), Duration::ZERO, "no window was open: published at once");
+    inf.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_window_never_holds_back_full_batches() {
+    for kind in [QueueKind::Real, QueueKind::Delta] {
+        let inf = Informer::<Obj>::builder(access())
+            .queue(kind)
+            .max_batch(100)
+            .batch_window(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        for i in 1..=1000 {
+            inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+        }
+        let began = tokio::time::Instant::now();
+        inf.start().unwrap();
+        let snap = inf.wait_for("1000", Duration::from_secs(60)).await.unwrap();
+        assert_eq!(snap.publication(), 10, "{kind:?}: ten full batches");
+        assert_eq!(inf.metrics().batch_window_waits.get(), 0, "{kind:?}: never waited");
+        assert!(began.elapsed() < Duration::from_secs(1), "{kind:?}: a backlog does not wait");
+        inf.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn batch_window_works_on_a_dedicated_processing_thread() {
+    // The thread's runtime is its own, on the real clock: the window must have a timer there.
+    let window = Duration::from_millis(200);
+    let inf = Informer::<Obj>::builder(access())
+        .processing(Processing::DedicatedThread)
+        .batch_window(window)
+        .build()
+        .unwrap();
+    inf.start().unwrap();
+    inf.queue().add(obj("p1", 1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    let first = publications(&inf);
+    let began = std::time::Instant::now();
+    for i in 2..=6 {
+        inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+    }
+    let snap = inf.wait_for("6", Duration::from_secs(5)).await.unwrap();
+    if began.elapsed() < window / 2 {
+        // Added well inside the window (the usual case): one publication for the five.
+        assert_eq!(snap.publication(), first + 1);
+    }
+    assert_eq!(snap.len(), 6);
+    inf.shutdown().await;
+}
