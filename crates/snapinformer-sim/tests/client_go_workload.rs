@@ -379,6 +379,28 @@ fn informer_rows_asked_for_a_processing_thread_apply_every_batch_there() {
 }
 
 #[test]
+fn informer_rows_with_a_batch_window_publish_the_open_loop_in_few_batches() {
+    let out = scratch_dir("batch-window");
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
+    // 600 updates over 300 ms, one every 500 µs: without a window a free loop publishes them
+    // one or two at a time; with a 100 ms window, a few batches over the phase.
+    let flags = ["--informer-batch-window", "100ms"];
+    let rows = [
+        run_row_with(&sim, "snapinformer", "unpinned", &flags, &out),
+        run_row_with(&sim, "snapinformer-compact", "pinned", &flags, &out),
+    ];
+    let _ = std::fs::remove_dir_all(&out);
+    for row in &rows {
+        let st = row.open_loop_stages.as_ref().expect("an informer row splits its staleness");
+        assert_eq!(st.queued_us.count, 600, "{}: every update was published", row.name);
+        assert_eq!(st.delivery_us.count, 600, "{}: and delivered", row.name);
+        // One publication per window while the stream lasts, however late the pipeline runs
+        // (a late pipeline makes the batches larger, not more numerous).
+        assert!((1..=30).contains(&st.batches), "{}: {} batches", row.name, st.batches);
+    }
+}
+
+#[test]
 fn the_go_rows_run_pinned_with_readers_on_the_last_cpu() {
     let Some(bin) = go_worker() else { return };
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);

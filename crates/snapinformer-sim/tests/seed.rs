@@ -45,6 +45,7 @@ fn params() -> SeedParams {
         placement: Placement::Unpinned,
         // Tests share the machine: no real-time thread.
         stream_priority: StreamPriority::Normal,
+        informer_batch_window_s: None,
     }
 }
 
@@ -391,6 +392,7 @@ fn wiring() -> Wiring {
         classifier: Classifier { nodes: Default::default(), daemon_uid: "ds-uid".into() },
         slots: Arc::new(SlotLog::new()),
         core: None,
+        batch_window: None,
     }
 }
 

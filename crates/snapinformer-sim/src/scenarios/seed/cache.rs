@@ -93,6 +93,8 @@ pub struct Wiring {
     pub slots: Arc<SlotLog>,
     /// The core the cache's writer is pinned to, if any.
     pub core: Option<core_affinity::CoreId>,
+    /// The informer's batch window (the `snapinformer` rows; `None`: the informer's default).
+    pub batch_window: Option<std::time::Duration>,
 }
 
 /// What the bookkeeping tracks of a pod: which controller owns it and whether it runs.

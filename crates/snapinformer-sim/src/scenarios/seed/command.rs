@@ -91,6 +91,11 @@ pub struct SeedArgs {
     /// so that it keeps its schedule whatever the controllers do, or normal.
     #[arg(long, value_enum, default_value_t = StreamPriority::Realtime)]
     pub stream_priority: StreamPriority,
+    /// The `snapinformer` rows' batch window (`InformerBuilder::batch_window`): under a steady
+    /// stream, at most one publication per window unless a batch is full (default: the
+    /// informer's, none; e.g. `1ms`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub informer_batch_window: Option<Duration>,
     /// Runs of every row; the report gives the median and the range of every figure (default
     /// 3, or 1 with --quick or when --mode includes real).
     #[arg(long)]
@@ -147,6 +152,7 @@ impl SeedArgs {
             http_pod_profile: self.pod_profile.unwrap_or(PodProfile::Small),
             placement: self.placement,
             stream_priority: self.stream_priority,
+            informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
         };
         if self.quick && real {
             p.sets = 4;
@@ -388,6 +394,9 @@ fn run_worker(
         .args(["--worker-mode", mode.name()])
         .arg("--worker-out")
         .arg(&out);
+    if let Some(window) = p.informer_batch_window_s {
+        cmd.args(["--informer-batch-window", &format!("{}us", (window * 1e6).round() as u64)]);
+    }
     if let Some(server) = server {
         cmd.args(["--server-url", &server.url]);
         if let Some(kubeconfig) = &server.kubeconfig {

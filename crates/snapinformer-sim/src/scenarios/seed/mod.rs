@@ -198,6 +198,10 @@ pub struct SeedParams {
     /// inproc: how the cluster model's stream is scheduled.
     #[serde(default)]
     pub stream_priority: StreamPriority,
+    /// The `snapinformer` rows' batch window in seconds (`None`: the informer's default; 0:
+    /// none).
+    #[serde(default)]
+    pub informer_batch_window_s: Option<f64>,
 }
 
 impl SeedParams {

@@ -120,7 +120,7 @@ impl HarnessCache {
         ack_first: bool,
         wiring: Wiring,
     ) -> HarnessCache {
-        let Wiring { classifier, slots, core } = wiring;
+        let Wiring { classifier, slots, core, .. } = wiring;
         let reader = store.reader();
         // The queue knows the store's objects, as client-go's queue knows its indexer.
         let known = Arc::new(KnownPods::new(reader.clone()));

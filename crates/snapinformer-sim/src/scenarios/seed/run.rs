@@ -353,7 +353,12 @@ pub fn run_row(
     };
     let cores = params.placement.cores();
     let slots = Arc::new(SlotLog::new());
-    let wiring = Wiring { classifier, slots: slots.clone(), core: cores.writer };
+    let wiring = Wiring {
+        classifier,
+        slots: slots.clone(),
+        core: cores.writer,
+        batch_window: params.informer_batch_window_s.map(std::time::Duration::from_secs_f64),
+    };
     let cache = start_cache(row, wiring)?;
     let source = Source::start(&world, params, &*cache, slots, &runtime)?;
     let config = ControllerConfig {

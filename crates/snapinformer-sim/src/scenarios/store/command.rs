@@ -54,6 +54,11 @@ pub struct StoreArgs {
     /// thread of its own, `Processing::DedicatedThread`).
     #[arg(long, value_enum, default_value_t = InformerProcessing::Runtime)]
     pub informer_processing: InformerProcessing,
+    /// The informer rows' batch window (`InformerBuilder::batch_window`): under a steady
+    /// stream, at most one publication per window unless a batch is full (default: the
+    /// informer's, none: a batch as soon as the loop is free; e.g. `1ms`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub informer_batch_window: Option<Duration>,
     /// Offered rates of a sweep, run after the open loop (e.g. 5000,10000,20000,40000,80000):
     /// staleness p99 and queue depth against offered load, and each row's highest sustainable
     /// rate.
@@ -99,6 +104,7 @@ impl StoreArgs {
             writer_priority: self.writer_priority,
             reclaim_priority: self.reclaim_priority,
             informer_processing: self.informer_processing,
+            informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
         };
@@ -300,6 +306,10 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
     if in_process && p.informer_processing != InformerProcessing::Runtime {
         a.extend(["--informer-processing".into(), arg_name(&p.informer_processing)]);
     }
+    if let (true, Some(window)) = (in_process, p.informer_batch_window_s) {
+        let us = (window * 1e6).round() as u64;
+        a.extend(["--informer-batch-window".into(), format!("{us}us")]);
+    }
     if !p.sweep.is_empty() {
         let rates: Vec<String> = p.sweep.iter().map(u64::to_string).collect();
         a.extend([
@@ -485,5 +495,28 @@ mod tests {
         assert!(parse(&["--informer-processing", "own"]).is_err(), "unknown values are refused");
         let go = worker_args_for(&p, false);
         assert!(!go.iter().any(|f| f == "--informer-processing"), "the Go worker has no such flag");
+    }
+
+    #[test]
+    fn workers_get_the_informers_batch_window_and_parse_it_back() {
+        let default = parse(&[]).expect("valid flags").params();
+        assert_eq!(default.informer_batch_window_s, None, "the informer's own default");
+        assert!(!worker_args(&default).iter().any(|f| f == "--informer-batch-window"));
+        for (given, secs) in [("1500us", 0.0015), ("0s", 0.0)] {
+            let p = parse(&["--informer-batch-window", given]).expect("valid flags").params();
+            assert_eq!(p.informer_batch_window_s, Some(secs));
+            let flags = worker_args(&p);
+            let i = flags.iter().position(|f| f == "--informer-batch-window").expect("passed on");
+            let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+            let back = parse(&worker).expect("workers parse it").params();
+            assert_eq!(back.informer_batch_window_s, Some(secs), "{}", flags[i + 1]);
+        }
+        let p = parse(&["--informer-batch-window", "1500us"]).expect("valid flags").params();
+        assert!(parse(&["--informer-batch-window", "soon"]).is_err(), "not a duration: refused");
+        let go = worker_args_for(&p, false);
+        assert!(
+            !go.iter().any(|f| f == "--informer-batch-window"),
+            "the Go worker has no such flag"
+        );
     }
 }

@@ -378,6 +378,7 @@ impl<T: RowObject> InformerRow<T> {
         cores: Cores,
         reclaim: ReclaimerPriority,
         processing: InformerProcessing,
+        batch_window: Option<Duration>,
     ) -> Result<Self, String> {
         let writer_core = cores.writer;
         let workers = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -397,6 +398,7 @@ impl<T: RowObject> InformerRow<T> {
             .name("pods")
             .queue(QueueKind::Real)
             .processing(processing.informer())
+            .batch_window(batch_window.unwrap_or_default())
             // Splits the open loop's staleness at publication.
             .on_publish(move |published| {
                 if !hook_pinned.swap(true, Ordering::Relaxed) {

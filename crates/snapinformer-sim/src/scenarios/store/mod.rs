@@ -114,6 +114,9 @@ pub struct StoreParams {
     /// Where the informer rows run their processing loop.
     #[serde(default)]
     pub informer_processing: InformerProcessing,
+    /// The informer rows' batch window in seconds (`None`: the informer's default; 0: none).
+    #[serde(default)]
+    pub informer_batch_window_s: Option<f64>,
     /// Offered rates of the sweep (empty: no sweep).
     #[serde(default)]
     pub sweep: Vec<u64>,
@@ -381,6 +384,7 @@ impl InProcessRow {
                 p.placement.cores(),
                 reclaim,
                 p.informer_processing,
+                p.informer_batch_window_s.map(Duration::from_secs_f64),
             )?),
             InProcessRow::InformerCompact => {
                 Box::new(informer_row::InformerRow::<CompactPod>::start(
@@ -388,6 +392,7 @@ impl InProcessRow {
                     p.placement.cores(),
                     reclaim,
                     p.informer_processing,
+                    p.informer_batch_window_s.map(Duration::from_secs_f64),
                 )?)
             }
         })
