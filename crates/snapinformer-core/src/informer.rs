@@ -228,6 +228,10 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
     ///   granularity: Tokio's timer rounds up to the millisecond.
     /// - A backlog is not slowed down: a full batch (`max_batch`) is published at once, and a
     ///   batch that took longer than the window to apply is followed by the next at once.
+    /// - The window's timer is the runtime's: a runtime that starts the informer with a window
+    ///   needs its time driver (`enable_time` or `enable_all`), as
+    ///   [`Informer::wait_for`] does. A thread of its own
+    ///   ([`Processing::DedicatedThread`]) brings one.
     ///
     /// **When to set it.** For an informer that sees thousands of deltas a second on a busy
     /// machine, 1 ms is a good start. On the project's 2-core machine, with 20,000 pod updates
