@@ -1053,13 +1053,19 @@ fn publications<T: Send + Sync + 'static>(inf: &Informer<T>) -> u64 {
     inf.snapshot().publication()
 }
 
-#[tokio::test(start_paused = true)]
-async fn batch_window_gathers_a_steady_stream_into_one_publication_per_window() {
-    let window = Duration::from_millis(10);
-    let inf = Informer::<Obj>::builder(access()).batch_window(window).build().unwrap();
+/// Builds and starts the informer, then publishes `p1` through it.
+async fn started_with_p1(builder: snapinformer_core::InformerBuilder<Obj>) -> Informer<Obj> {
+    let inf = builder.build().unwrap();
     inf.start().unwrap();
     inf.queue().add(obj("p1", 1)).unwrap();
     inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    inf
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_window_gathers_a_steady_stream_into_one_publication_per_window() {
+    let window = Duration::from_millis(10);
+    let inf = started_with_p1(Informer::<Obj>::builder(access()).batch_window(window)).await;
     let first = publications(&inf);
     let began = tokio::time::Instant::now();
     // Five more, one a millisecond: all within the window the first publication opened.
@@ -1082,11 +1088,8 @@ async fn batch_window_gathers_a_steady_stream_into_one_publication_per_window() 
 
 #[tokio::test(start_paused = true)]
 async fn batch_window_publishes_a_delta_after_a_quiet_period_at_once() {
-    let inf =
-        Informer::<Obj>::builder(access()).batch_window(Duration::from_millis(10)).build().unwrap();
-    inf.start().unwrap();
-    inf.queue().add(obj("p1", 1)).unwrap();
-    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    let builder = Informer::<Obj>::builder(access()).batch_window(Duration::from_millis(10));
+    let inf = started_with_p1(builder).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     let before = tokio::time::Instant::now();
     inf.queue().add(obj("p2", 2)).unwrap();
@@ -1121,14 +1124,10 @@ async fn batch_window_never_holds_back_full_batches() {
 async fn batch_window_works_on_a_dedicated_processing_thread() {
     // The thread's runtime is its own, on the real clock: the window must have a timer there.
     let window = Duration::from_millis(200);
-    let inf = Informer::<Obj>::builder(access())
+    let builder = Informer::<Obj>::builder(access())
         .processing(Processing::DedicatedThread)
-        .batch_window(window)
-        .build()
-        .unwrap();
-    inf.start().unwrap();
-    inf.queue().add(obj("p1", 1)).unwrap();
-    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+        .batch_window(window);
+    let inf = started_with_p1(builder).await;
     let first = publications(&inf);
     let began = std::time::Instant::now();
     for i in 2..=6 {

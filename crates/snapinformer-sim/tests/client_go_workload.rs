@@ -356,20 +356,27 @@ fn the_informer_rows_split_open_loop_staleness_at_queue_and_publication() {
     }
 }
 
-#[test]
-fn informer_rows_asked_for_a_processing_thread_apply_every_batch_there() {
-    let out = scratch_dir("processing-thread");
+/// Runs both informer rows (`snapinformer` unpinned, `snapinformer-compact` pinned) with
+/// `flags`, and checks that each published and delivered all 600 open-loop updates.
+fn informer_rows_with(dir: &str, flags: &[&str]) -> [StoreRowReport; 2] {
+    let out = scratch_dir(dir);
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
-    let flags = ["--informer-processing", "thread"];
     let rows = [
-        run_row_with(&sim, "snapinformer", "unpinned", &flags, &out),
-        run_row_with(&sim, "snapinformer-compact", "pinned", &flags, &out),
+        run_row_with(&sim, "snapinformer", "unpinned", flags, &out),
+        run_row_with(&sim, "snapinformer-compact", "pinned", flags, &out),
     ];
     let _ = std::fs::remove_dir_all(&out);
     for row in &rows {
         let st = row.open_loop_stages.as_ref().expect("an informer row splits its staleness");
         assert_eq!(st.queued_us.count, 600, "{}: every update was published", row.name);
         assert_eq!(st.delivery_us.count, 600, "{}: and delivered", row.name);
+    }
+    rows
+}
+
+#[test]
+fn informer_rows_asked_for_a_processing_thread_apply_every_batch_there() {
+    for row in &informer_rows_with("processing-thread", &["--informer-processing", "thread"]) {
         // The informer's thread is named after it ("pods"); it did the applying.
         let own = row.open_loop_threads.get("informer-pods").unwrap_or_else(|| {
             panic!("{}: no processing thread in {:?}", row.name, row.open_loop_threads.keys())
@@ -380,20 +387,10 @@ fn informer_rows_asked_for_a_processing_thread_apply_every_batch_there() {
 
 #[test]
 fn informer_rows_with_a_batch_window_publish_the_open_loop_in_few_batches() {
-    let out = scratch_dir("batch-window");
-    let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
     // 600 updates over 300 ms, one every 500 µs: without a window a free loop publishes them
     // one or two at a time; with a 100 ms window, a few batches over the phase.
-    let flags = ["--informer-batch-window", "100ms"];
-    let rows = [
-        run_row_with(&sim, "snapinformer", "unpinned", &flags, &out),
-        run_row_with(&sim, "snapinformer-compact", "pinned", &flags, &out),
-    ];
-    let _ = std::fs::remove_dir_all(&out);
-    for row in &rows {
+    for row in &informer_rows_with("batch-window", &["--informer-batch-window", "100ms"]) {
         let st = row.open_loop_stages.as_ref().expect("an informer row splits its staleness");
-        assert_eq!(st.queued_us.count, 600, "{}: every update was published", row.name);
-        assert_eq!(st.delivery_us.count, 600, "{}: and delivered", row.name);
         // One publication per window while the stream lasts, however late the pipeline runs
         // (a late pipeline makes the batches larger, not more numerous).
         assert!((1..=30).contains(&st.batches), "{}: {} batches", row.name, st.batches);
