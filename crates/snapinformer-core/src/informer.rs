@@ -111,6 +111,9 @@ pub enum Processing {
     DedicatedThread,
 }
 
+/// The processing loop's default [batch window](InformerBuilder::batch_window): 1 ms.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(1);
+
 /// Configures and builds an [`Informer`] around a store.
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct InformerBuilder<T: Send + Sync + 'static, B: Backend = Chunked> {
@@ -178,7 +181,7 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
             queue_config: QueueConfig::default(),
             max_batch: 1000,
             slow_batch: Duration::from_millis(100),
-            batch_window: Duration::ZERO,
+            batch_window: DEFAULT_BATCH_WINDOW,
             freshness: FreshnessPolicy::default(),
             on_publish: None,
             resync_period: Duration::ZERO,
@@ -211,8 +214,8 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
     }
 
     /// Under a steady stream of deltas, publishes at most one batch per `window`, unless a
-    /// batch is full. The default, `Duration::ZERO`, publishes a batch as soon as the loop is
-    /// free.
+    /// batch is full. The default is [`DEFAULT_BATCH_WINDOW`] (1 ms); `Duration::ZERO`
+    /// publishes a batch as soon as the loop is free.
     ///
     /// Each publication costs a fixed amount besides its deltas: the loop's wake-up, the
     /// copies of the map's path shared by its deltas, waking each handler's thread and the
@@ -224,28 +227,26 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
     ///
     /// - A delta that arrives after a quiet period (longer than `window`) is published at once:
     ///   the window only delays deltas that follow a publication closely.
-    /// - A delta waits at most `window` longer than it would without one, plus the timer's
-    ///   granularity: Tokio's timer rounds up to the millisecond.
+    /// - A delta waits at most `window` longer than it would without one, plus the time the
+    ///   operating system takes to wake a sleeping thread (tens of microseconds).
     /// - A backlog is not slowed down: a full batch (`max_batch`) is published at once, and a
     ///   batch that took longer than the window to apply is followed by the next at once.
-    /// - The window's timer is the runtime's: a runtime that starts the informer with a window
-    ///   needs its time driver (`enable_time` or `enable_all`), as
-    ///   [`Informer::wait_for`] does. A thread of its own
-    ///   ([`Processing::DedicatedThread`]) brings one.
+    /// - The window is real time, not the runtime's clock, so it needs no time driver. As a
+    ///   task, the loop sleeps out the window on a thread of the runtime's blocking pool
+    ///   (`spawn_blocking`); on [`Processing::DedicatedThread`] it sleeps on its own thread.
+    ///   The sleep is not cut short: [`Informer::shutdown`] can wait up to one window longer.
+    /// - **Under a paused Tokio clock** (`#[tokio::test(start_paused = true)]`,
+    ///   `tokio::time::pause`) **the window is off**: the loop publishes as soon as it is free,
+    ///   so a test's clock never holds back a publication and a test that waits for one with a
+    ///   paused-clock timeout is not fooled by the clock advancing while the loop sleeps.
     ///
-    /// **When to set it.** For an informer that sees thousands of deltas a second on a busy
-    /// machine, 1 ms is a good start. On the project's 2-core machine, with 20,000 pod updates
-    /// a second and ten busy readers, a 1 ms window cut the pipeline's CPU per update by about
-    /// 30% (22 against 31 µs; batches of about 42 deltas instead of 2-3). The staleness p99
-    /// and the controllers' time to converge in the field report's scenario fell with it. When
+    /// **Why 1 ms.** On the project's 2-core machine, with 20,000 pod updates a second and ten
+    /// busy readers, a 1 ms window cut the pipeline's CPU per update by about 30% (22 against
+    /// 31 µs; batches of tens of deltas instead of 2-3). The staleness p99 and the
+    /// controllers' time to converge in the field report's scenario fell with it. When
     /// saturated, batches are full and the window does not engage (BENCHMARKS.md, "The batch
-    /// window").
-    ///
-    /// **Why it is not the default.** The window waits on Tokio's clock. Under a paused clock
-    /// (`#[tokio::test(start_paused = true)]`), a test that waits in real time for a handler's
-    /// thread, without letting the runtime go idle, never advances that clock, and a
-    /// publication that falls inside a window never comes. The project's own conformance
-    /// tests are written this way.
+    /// window"). An informer whose every delta must be visible within microseconds of its
+    /// arrival, on a machine with cores to spare, can set `Duration::ZERO`.
     #[doc(alias = "coalesce")]
     pub fn batch_window(mut self, window: Duration) -> Self {
         self.batch_window = window;
@@ -609,12 +610,8 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
     fn spawn_processing_thread(&self) -> Result<ProcessHandle> {
         let failed =
             |source| Error::ProcessingThread { informer: self.shared.name.clone(), source };
-        let mut builder = tokio::runtime::Builder::new_current_thread();
-        if !self.shared.batch_window.is_zero() {
-            // The loop waits out its window on this runtime's timer.
-            builder.enable_time();
-        }
-        let runtime = builder.build().map_err(failed)?;
+        // The loop needs no timer: it sleeps out its batch window on this thread.
+        let runtime = tokio::runtime::Builder::new_current_thread().build().map_err(failed)?;
         let (done, ended) = tokio::sync::oneshot::channel();
         let shared = self.shared.clone();
         std::thread::Builder::new()
@@ -1056,8 +1053,9 @@ async fn process_loop<T: Send + Sync + 'static, B: Backend>(shared: Arc<Shared<T
             Err(_) => break,
         };
         let started = Instant::now();
-        // On Tokio's clock, which the window's timer uses (and tests may pause).
-        let window_began = (!shared.batch_window.is_zero()).then(tokio::time::Instant::now);
+        // Tokio's clock, read only to see whether a test has paused it (then it stands still
+        // while this batch is applied).
+        let tokio_began = (!shared.batch_window.is_zero()).then(tokio::time::Instant::now);
         let (notes, publication) = {
             let mut writer = lock(&shared.writer);
             apply_batch(&mut writer, shared.access, &batch, &mut rv, &shared.name)
@@ -1110,14 +1108,17 @@ async fn process_loop<T: Send + Sync + 'static, B: Backend>(shared: Arc<Shared<T
                 "slow informer batch: apply, publish and distribute took longer than the threshold"
             );
         }
-        if let Some(began) = window_began {
+        if let Some(tokio_began) = tokio_began
+            && batch.deltas.len() < shared.max_batch
+        {
             // Let the next deltas gather until the window that began with this batch ends
             // (deltas that fill a batch meanwhile wait for its end too: the delay stays within
-            // the window). After a full batch a backlog is waiting: no pause then.
-            let until = began + shared.batch_window;
-            if batch.deltas.len() < shared.max_batch && tokio::time::Instant::now() < until {
+            // the window). After a full batch a backlog is waiting: no pause then. A clock
+            // that did not move while the batch was applied is paused: no window then.
+            let left = shared.batch_window.saturating_sub(started.elapsed());
+            if !left.is_zero() && tokio::time::Instant::now() != tokio_began {
                 shared.metrics.batch_window_waits.inc();
-                tokio::time::sleep_until(until).await;
+                sleep_real_time(shared.processing, left).await;
                 continue;
             }
         }
@@ -1129,6 +1130,19 @@ async fn process_loop<T: Send + Sync + 'static, B: Backend>(shared: Arc<Shared<T
     }
     wind_down(&shared);
     tracing::debug!(informer = %shared.name, "processing loop ended: queue closed and drained");
+}
+
+/// Sleeps for `duration` of real time, whatever the runtime's clock does and whether or not it
+/// has a time driver: on a thread of its own the loop simply sleeps; as a task it hands the
+/// sleep to the runtime's blocking pool (if that fails, the runtime is shutting down and the
+/// loop goes on at once).
+async fn sleep_real_time(processing: Processing, duration: Duration) {
+    match processing {
+        Processing::DedicatedThread => std::thread::sleep(duration),
+        Processing::Runtime => {
+            let _ = tokio::task::spawn_blocking(move || std::thread::sleep(duration)).await;
+        }
+    }
 }
 
 /// After the last publication: handlers deliver what they have buffered and end, waiters

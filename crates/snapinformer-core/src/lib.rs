@@ -51,10 +51,12 @@
 //!   batch adds.
 //! - Per publication, besides its deltas: the loop's wake-up, one wake-up of each handler's
 //!   thread that waits, and one hand-over to the store's reclaimer. A free loop under a
-//!   steady stream publishes batches of one to three deltas and pays these each time;
-//!   [`InformerBuilder::batch_window`] (off by default) trades up to a window of latency for
-//!   fewer, larger batches (measured: about 30% less CPU per delta at 20,000 deltas a second
-//!   on the project's 2-core machine, BENCHMARKS.md, "The batch window").
+//!   steady stream would publish batches of one to three deltas and pay these each time, so
+//!   by default it waits 1 ms of real time after a batch that was not full
+//!   ([`InformerBuilder::batch_window`]), trading up to that much latency for fewer, larger
+//!   batches (measured: about 30% less CPU per delta at 20,000 deltas a second on the
+//!   project's 2-core machine, BENCHMARKS.md, "The batch window"). Under a paused Tokio
+//!   clock the window is off.
 //! - Per handler: one OS thread and one unbounded buffer of notifications (each holds `Arc`s:
 //!   no object is copied). A slow handler grows only its own buffer; watch
 //!   `snapinformer_handler_buffer_depth`. A late handler's replay is one message holding a
@@ -120,7 +122,8 @@ pub use handler::{
     EventHandler, FilteringHandler, HandlerOptions, HandlerRegistration, Notification,
 };
 pub use informer::{
-    Informer, InformerBuilder, MIN_RESYNC_PERIOD, Processing, Published, QueueKind,
+    DEFAULT_BATCH_WINDOW, Informer, InformerBuilder, MIN_RESYNC_PERIOD, Processing, Published,
+    QueueKind,
 };
 pub use lister::{Lister, NamespaceLister};
 pub use metrics::InformerMetrics;

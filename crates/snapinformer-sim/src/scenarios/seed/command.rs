@@ -93,7 +93,7 @@ pub struct SeedArgs {
     pub stream_priority: StreamPriority,
     /// The `snapinformer` rows' batch window (`InformerBuilder::batch_window`): under a steady
     /// stream, at most one publication per window unless a batch is full (default: the
-    /// informer's, none; e.g. `1ms`).
+    /// informer's, 1 ms; `0s`: none).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub informer_batch_window: Option<Duration>,
     /// Runs of every row; the report gives the median and the range of every figure (default

@@ -20,8 +20,8 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_core::{
-    DeltaObject, EventHandler, Informer, InformerBuilder, InformerFactory, Lister, Published,
-    Queue, QueueKind, parse_resource_version,
+    DEFAULT_BATCH_WINDOW, DeltaObject, EventHandler, Informer, InformerBuilder, InformerFactory,
+    Lister, Published, Queue, QueueKind, parse_resource_version,
 };
 use snapinformer_runtime::VersionedCache;
 use snapinformer_store::{Backend, Chunked, Hamt, StoreBuilder};
@@ -155,7 +155,7 @@ impl<B: Backend> InformerCache<B> {
                     .name("pods")
                     .queue(QueueKind::Real)
                     .max_batch(MAX_BATCH)
-                    .batch_window(batch_window.unwrap_or_default())
+                    .batch_window(batch_window.unwrap_or(DEFAULT_BATCH_WINDOW))
                     .on_publish(hook)
                     .build()
             })

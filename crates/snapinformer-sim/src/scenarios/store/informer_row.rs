@@ -50,8 +50,8 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_compact::CompactPod;
 use snapinformer_core::{
-    DeltaObject, EventHandler, HandlerOptions, Informer, InformerBuilder, Published, QueueKind,
-    parse_resource_version,
+    DEFAULT_BATCH_WINDOW, DeltaObject, EventHandler, HandlerOptions, Informer, InformerBuilder,
+    Published, QueueKind, parse_resource_version,
 };
 use snapinformer_store::{Reader, StoreBuilder};
 
@@ -398,7 +398,7 @@ impl<T: RowObject> InformerRow<T> {
             .name("pods")
             .queue(QueueKind::Real)
             .processing(processing.informer())
-            .batch_window(batch_window.unwrap_or_default())
+            .batch_window(batch_window.unwrap_or(DEFAULT_BATCH_WINDOW))
             // Splits the open loop's staleness at publication.
             .on_publish(move |published| {
                 if !hook_pinned.swap(true, Ordering::Relaxed) {

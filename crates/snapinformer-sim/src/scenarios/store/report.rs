@@ -220,9 +220,11 @@ pub fn notes(r: &[StoreRowReport], p: &StoreParams) -> Vec<String> {
     if p.informer_processing == InformerProcessing::Thread {
         out.push("Informer processing: the informer rows run their processing loop on a thread of its own (--informer-processing thread, the informer's Processing::DedicatedThread), not as a task beside the reflector on their runtime.".to_owned());
     }
-    if let Some(w) = p.informer_batch_window_s.filter(|w| *w > 0.0) {
-        out.push(format!("Informer batch window: the informer rows publish at most one batch per {:.3} ms under a steady stream, unless a batch is full (--informer-batch-window; the informer's default is none).", w * 1e3));
-    }
+    out.push(match p.informer_batch_window_s {
+        Some(w) if w <= 0.0 => "Informer batch window: none; the informer rows publish a batch as soon as their loop is free (--informer-batch-window 0).".to_owned(),
+        Some(w) => format!("Informer batch window: the informer rows publish at most one batch per {:.3} ms under a steady stream, unless a batch is full (--informer-batch-window).", w * 1e3),
+        None => format!("Informer batch window: the informer's default; the informer rows publish at most one batch per {:.3} ms under a steady stream, unless a batch is full.", snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64() * 1e3),
+    });
     let rust = r.iter().find(|b| rows::group(&b.name) != Group::Pipeline && b.go_runtime.is_none());
     let go = r.iter().find(|b| b.go_runtime.is_some());
     if let (Some(rs), Some(go)) = (rust, go) {
