@@ -238,7 +238,9 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
     /// - **Under a paused Tokio clock** (`#[tokio::test(start_paused = true)]`,
     ///   `tokio::time::pause`) **the window is off**: the loop publishes as soon as it is free,
     ///   so a test's clock never holds back a publication and a test that waits for one with a
-    ///   paused-clock timeout is not fooled by the clock advancing while the loop sleeps.
+    ///   paused-clock timeout is not fooled by the clock advancing while the loop sleeps. (The
+    ///   clock is that of the runtime the loop runs on: a [`Processing::DedicatedThread`] loop
+    ///   has a runtime of its own, never paused, and keeps its window.)
     ///
     /// **Why 1 ms.** On the project's 2-core machine, with 20,000 pod updates a second and ten
     /// busy readers, a 1 ms window cut the pipeline's CPU per update by about 30% (22 against
