@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Summarises an interleaved set of one-row `seed` runs (scripts/interleave.sh ... -- seed --rows <row>):
-per run and per variant (median [min-max]) the staleness p99 from the scheduled slot and from the
-queue, the queue maximum, the time until every pod ran, events applied per second and the
-stream's lateness p99.
+"""Summarises an interleaved set of `seed` runs (scripts/interleave.sh ... -- seed --rows <rows>):
+per run, row and variant (median [min-max]) the staleness p99 from the scheduled slot and from
+the queue, the queue maximum, the time until every pod ran, events applied per second and the
+stream's lateness p99; per run also the 409s, duplicate daemon pods and
+read-your-writes timeouts, and whether the cache held the cluster's pods at the end.
 
     python3 scripts/seed-summary.py <out-dir>
 """
@@ -11,14 +12,14 @@ if len(sys.argv) != 2:
     sys.exit(__doc__)
 d=sys.argv[1]
 rows={}
-print("| run | variant | staleness p99 | from queue p99 | queue max | all Running | events applied/s | stream lateness p99 |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|")
+print("| run | variant | row | staleness p99 | from queue p99 | queue max | all Running | events applied/s | stream lateness p99 | 409s / duplicates / ryw timeouts | cache = cluster |")
+print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for f in sorted(glob.glob(d+'/*/report.json'), key=lambda x:int(x.split('/')[-2].split('-')[0])):
     n=f.split('/')[-2]; i,v=n.split('-',1)
-    r=json.load(open(f))['modes'][0]['rows'][0]
-    t=r['time_to_all_running_s']
-    vals=dict(p99=r['staleness_us']['p99']/1e3, q=r['staleness_from_queue_us']['p99']/1e3, depth=r['queue_depth_max'], run=t if t else float('nan'), apply=r['apply_per_s'], late=r['stream_lateness_us']['p99']/1e3)
-    rows.setdefault(v,[]).append(vals)
-    print(f"| {i} | {v} | {vals['p99']:.0f} ms | {vals['q']:.0f} ms | {vals['depth']:,} | {t and f'{t:.1f} s' or 'not in time'} | {vals['apply']:,.0f} | {vals['late']:.0f} ms |")
-for v,l in rows.items():
-    print(v, {k: f"{st.median([x[k] for x in l]):.1f} [{min(x[k] for x in l):.1f}-{max(x[k] for x in l):.1f}]" for k in l[0]})
+    for r in json.load(open(f))['modes'][0]['rows']:
+        t=r['time_to_all_running_s']
+        vals=dict(p99=r['staleness_us']['p99']/1e3, q=r['staleness_from_queue_us']['p99']/1e3, depth=r['queue_depth_max'], run=t if t else float('nan'), apply=r['apply_per_s'], late=r['stream_lateness_us']['p99']/1e3)
+        rows.setdefault((v, r['name']),[]).append(vals)
+        print(f"| {i} | {v} | {r['name']} | {vals['p99']:.0f} ms | {vals['q']:.0f} ms | {vals['depth']:,} | {t and f'{t:.1f} s' or 'not in time'} | {vals['apply']:,.0f} | {vals['late']:.0f} ms | {r['conflicts_409']} / {r['duplicate_daemon_pods']} / {r['ryw_timeouts']} | {r['cache_pods'] == r['cluster_pods']} |")
+for (v,name),l in rows.items():
+    print(v, name, {k: f"{st.median([x[k] for x in l]):.1f} [{min(x[k] for x in l):.1f}-{max(x[k] for x in l):.1f}]" for k in l[0]})

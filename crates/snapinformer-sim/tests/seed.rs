@@ -46,6 +46,7 @@ fn params() -> SeedParams {
         // Tests share the machine: no real-time thread.
         stream_priority: StreamPriority::Normal,
         informer_batch_window_s: None,
+        baseline_batch_window_s: None,
     }
 }
 
@@ -393,6 +394,7 @@ fn wiring() -> Wiring {
         slots: Arc::new(SlotLog::new()),
         core: None,
         batch_window: None,
+        baseline_batch_window: Duration::ZERO,
     }
 }
 
@@ -417,6 +419,31 @@ fn the_pipeline_makes_a_version_visible_and_reports_the_staleness_of_each_event(
     assert_eq!(outcome.staleness.from_queue.count(), 5);
     assert_eq!(outcome.staleness.with_slot, 0, "nothing was scheduled");
     assert_eq!(outcome.pods, 5);
+}
+
+#[test]
+fn a_baseline_batch_window_holds_closely_following_events_back_to_its_end() {
+    let window = Duration::from_millis(400);
+    for kind in [CacheKind::Locked, CacheKind::LockedBatch, CacheKind::KubeRs] {
+        let cache = HarnessCache::start(kind, Wiring { baseline_batch_window: window, ..wiring() });
+        let shape = pods::Shape::for_objects(6, 1).with_profile(PodProfile::Small);
+        let all = pods::initial_pods(&shape);
+        let began = std::time::Instant::now();
+        cache.queue().add(all[0].clone()).unwrap();
+        assert!(shows(&cache, 1), "{kind:?}: the first event, after a quiet period, at once");
+        assert!(began.elapsed() < window, "{kind:?}: no window was open for the first event");
+        for pod in &all[1..] {
+            cache.queue().add(pod.clone()).unwrap();
+        }
+        if began.elapsed() < window / 2 {
+            assert_eq!(cache.visible().visible_version(), Some(1), "{kind:?}: inside the window");
+        }
+        assert!(shows(&cache, 6), "{kind:?}");
+        let waited = began.elapsed();
+        assert!(waited >= window, "{kind:?}: shown at the window's end, not after {waited:?}");
+        let outcome = Box::new(cache).finish(false);
+        assert_eq!(outcome.applied, 6, "{kind:?}");
+    }
 }
 
 #[test]

@@ -95,6 +95,8 @@ pub struct Wiring {
     pub core: Option<core_affinity::CoreId>,
     /// The informer's batch window (the `snapinformer` rows; `None`: the informer's default).
     pub batch_window: Option<std::time::Duration>,
+    /// The baselines' batch window (their harness applier; zero: none, as client-go).
+    pub baseline_batch_window: std::time::Duration,
 }
 
 /// What the bookkeeping tracks of a pod: which controller owns it and whether it runs.

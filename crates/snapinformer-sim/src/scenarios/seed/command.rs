@@ -96,6 +96,12 @@ pub struct SeedArgs {
     /// informer's, 1 ms; `0s`: none).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub informer_batch_window: Option<Duration>,
+    /// The baselines' batch window (a control; default none, as client-go): their applier,
+    /// after a batch that was not full, sleeps until this much has passed since the batch
+    /// began, as our informer does by default. Shows how much of a difference is the window's
+    /// and how much the store's.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub baseline_batch_window: Option<Duration>,
     /// Runs of every row; the report gives the median and the range of every figure (default
     /// 3, or 1 with --quick or when --mode includes real).
     #[arg(long)]
@@ -153,6 +159,7 @@ impl SeedArgs {
             placement: self.placement,
             stream_priority: self.stream_priority,
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
+            baseline_batch_window_s: self.baseline_batch_window.map(|w| w.as_secs_f64()),
         };
         if self.quick && real {
             p.sets = 4;
@@ -364,7 +371,65 @@ fn run_parent_row(
     }
 }
 
-/// The flags of one seed worker: the resolved parameters, never `--quick`.
+/// The flags of one seed worker: the resolved parameters (with `--quick` only when the parent
+/// ran quick: the worker then applies the same scaled parameters), the row and mode, and where
+/// the worker writes its report.
+fn worker_flags(
+    row: Row,
+    mode: Mode,
+    quick: bool,
+    p: &SeedParams,
+    server: Option<&super::ServerInfo>,
+    out: &Path,
+) -> Vec<std::ffi::OsString> {
+    fn add(flags: &mut Vec<std::ffi::OsString>, items: &[&str]) {
+        flags.extend(items.iter().map(std::ffi::OsString::from));
+    }
+    let mut flags = Vec::new();
+    add(&mut flags, &["seed"]);
+    add(&mut flags, &["--sets", &p.sets.to_string()]);
+    add(&mut flags, &["--replicas", &p.replicas.to_string()]);
+    add(&mut flags, &["--nodes", &p.nodes.to_string()]);
+    add(&mut flags, &["--set-workers", &p.set_workers.to_string()]);
+    add(&mut flags, &["--daemon-workers", &p.daemon_workers.to_string()]);
+    add(&mut flags, &["--rate", &p.rate.to_string()]);
+    add(&mut flags, &["--startup-delay", &format!("{}ms", p.startup_delay_ms)]);
+    add(&mut flags, &["--max-time", &format!("{}ms", (p.max_time_s * 1e3).round() as u64)]);
+    add(&mut flags, &["--set-list", &arg_name(&p.set_list)]);
+    add(&mut flags, &["--daemon-list", &arg_name(&p.daemon_list)]);
+    add(&mut flags, &["--policy", &arg_name(&p.policy)]);
+    add(&mut flags, &["--placement", &arg_name(&p.placement)]);
+    add(&mut flags, &["--stream-priority", &arg_name(&p.stream_priority)]);
+    add(&mut flags, &["--worker", &row.name()]);
+    add(&mut flags, &["--worker-mode", mode.name()]);
+    add(&mut flags, &["--worker-out"]);
+    flags.push(out.into());
+    let micros = |window: f64| format!("{}us", (window * 1e6).round() as u64);
+    if let Some(window) = p.informer_batch_window_s {
+        add(&mut flags, &["--informer-batch-window", &micros(window)]);
+    }
+    if let Some(window) = p.baseline_batch_window_s {
+        add(&mut flags, &["--baseline-batch-window", &micros(window)]);
+    }
+    if let Some(server) = server {
+        add(&mut flags, &["--server-url", &server.url]);
+        if let Some(kubeconfig) = &server.kubeconfig {
+            add(&mut flags, &["--kubeconfig"]);
+            flags.push(kubeconfig.into());
+        }
+    }
+    if let Some(profile) = p.pod_profile {
+        add(&mut flags, &["--pod-profile", &arg_name(&profile)]);
+    }
+    // The settle time is not a flag: a quick run's parent passes --quick for it, and the
+    // worker's --quick then applies the same scaled parameters the parent resolved.
+    if quick {
+        add(&mut flags, &["--quick"]);
+    }
+    flags
+}
+
+/// Runs one row of one mode in a worker process (its flags: [`worker_flags`]).
 fn run_worker(
     row: Row,
     mode: Mode,
@@ -376,41 +441,7 @@ fn run_worker(
     let exe = std::env::current_exe().map_err(|e| format!("finding own executable: {e}"))?;
     let out = args.out.join(format!(".worker-{}-{}.json", mode.name(), row.name()));
     let mut cmd = Command::new(exe);
-    cmd.arg("seed")
-        .args(["--sets", &p.sets.to_string()])
-        .args(["--replicas", &p.replicas.to_string()])
-        .args(["--nodes", &p.nodes.to_string()])
-        .args(["--set-workers", &p.set_workers.to_string()])
-        .args(["--daemon-workers", &p.daemon_workers.to_string()])
-        .args(["--rate", &p.rate.to_string()])
-        .args(["--startup-delay", &format!("{}ms", p.startup_delay_ms)])
-        .args(["--max-time", &format!("{}ms", (p.max_time_s * 1e3).round() as u64)])
-        .args(["--set-list", &arg_name(&p.set_list)])
-        .args(["--daemon-list", &arg_name(&p.daemon_list)])
-        .args(["--policy", &arg_name(&p.policy)])
-        .args(["--placement", &arg_name(&p.placement)])
-        .args(["--stream-priority", &arg_name(&p.stream_priority)])
-        .args(["--worker", &row.name()])
-        .args(["--worker-mode", mode.name()])
-        .arg("--worker-out")
-        .arg(&out);
-    if let Some(window) = p.informer_batch_window_s {
-        cmd.args(["--informer-batch-window", &format!("{}us", (window * 1e6).round() as u64)]);
-    }
-    if let Some(server) = server {
-        cmd.args(["--server-url", &server.url]);
-        if let Some(kubeconfig) = &server.kubeconfig {
-            cmd.arg("--kubeconfig").arg(kubeconfig);
-        }
-    }
-    if let Some(profile) = p.pod_profile {
-        cmd.args(["--pod-profile", &arg_name(&profile)]);
-    }
-    // The settle time is not a flag: a quick run's parent passes --quick for it, and the
-    // worker's --quick then applies the same scaled parameters the parent resolved.
-    if args.quick {
-        cmd.arg("--quick");
-    }
+    cmd.args(worker_flags(row, mode, args.quick, p, server, &out));
     let label = format!("{} {}", mode.name(), row.name());
     run_child(cmd, &out, &label, bar)
 }
@@ -446,5 +477,58 @@ fn write_plots(report: &SeedReport, out: &Path) {
             Ok(files) => files.iter().for_each(|f| println!("wrote {}", f.display())),
             Err(e) => eprintln!("warning: plots not written: {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::*;
+
+    /// `seed` with `args` (the first one the command's name), as the command line parses it.
+    fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<SeedArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            seed: SeedArgs,
+        }
+        <Cli as clap::Parser>::try_parse_from(args).map(|cli| cli.seed)
+    }
+
+    fn given(flags: &[&str]) -> SeedArgs {
+        parse(std::iter::once("seed").chain(flags.iter().copied()).map(OsString::from))
+            .expect("valid flags")
+    }
+
+    fn has(flags: &[OsString], flag: &str) -> bool {
+        flags.iter().any(|f| f == flag)
+    }
+
+    #[test]
+    fn workers_get_both_batch_windows_and_parse_them_back() {
+        let row = Row::parse("locked-batch+ryw").expect("a row");
+        let out = Path::new("/tmp/worker.json");
+        let default = given(&[]).params();
+        assert_eq!(default.informer_batch_window_s, None, "the informer's own default");
+        assert_eq!(default.baseline_batch_window_s, None, "none for the baselines");
+        let flags = worker_flags(row, Mode::Inproc, false, &default, None, out);
+        assert!(!has(&flags, "--informer-batch-window") && !has(&flags, "--baseline-batch-window"));
+
+        let args = given(&["--informer-batch-window", "1500us", "--baseline-batch-window", "1ms"]);
+        let p = args.params();
+        assert_eq!(p.informer_batch_window_s, Some(0.0015));
+        assert_eq!(p.baseline_batch_window_s, Some(0.001));
+        let flags = worker_flags(row, Mode::Inproc, false, &p, None, out);
+        let back = parse(flags.clone()).expect("workers parse their flags");
+        assert_eq!(back.worker, Some(row));
+        assert_eq!(back.worker_mode, Some(Mode::Inproc));
+        assert_eq!(back.worker_out.as_deref(), Some(out));
+        let back = back.params();
+        assert_eq!(back.informer_batch_window_s, Some(0.0015));
+        assert_eq!(back.baseline_batch_window_s, Some(0.001));
+        assert!(!has(&flags, "--quick"), "a full run's workers are not quick");
+        let soon = ["seed", "--baseline-batch-window", "soon"].map(OsString::from);
+        assert!(parse(soon).is_err(), "not a duration: refused");
     }
 }

@@ -125,7 +125,7 @@ impl<B: Backend> PodCache for InformerPodCache<B> {
 
 impl<B: Backend> InformerCache<B> {
     fn start(store: StoreBuilder<Pod, B>, wiring: Wiring) -> Result<Self, String> {
-        let Wiring { classifier, slots, core, batch_window } = wiring;
+        let Wiring { classifier, slots, core, batch_window, .. } = wiring;
         let measured = Arc::new(Mutex::new(Measured::default()));
         let queue_cell: Arc<OnceLock<Arc<dyn Queue<Pod>>>> = Arc::new(OnceLock::new());
         let hook = {

@@ -202,6 +202,9 @@ pub struct SeedParams {
     /// none).
     #[serde(default)]
     pub informer_batch_window_s: Option<f64>,
+    /// The baselines' batch window in seconds (`None` or 0: none, as client-go has none).
+    #[serde(default)]
+    pub baseline_batch_window_s: Option<f64>,
 }
 
 impl SeedParams {

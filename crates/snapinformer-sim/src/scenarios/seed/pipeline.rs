@@ -15,6 +15,10 @@
 //! references, deletion timestamp, node, phase), made before the pod moves into the cache, as
 //! kube-rs' store must get it uniquely owned.
 //!
+//! With `--baseline-batch-window` (a control, off by default: client-go has no such wait) the
+//! applier waits out a batch window as our informer does by default: after a batch that was
+//! not full, it sleeps until the window has passed since that batch began.
+//!
 //! kube-rs has no delta queue: its reflector applies each event from the watch stream to its
 //! store. For the kube-rs row the queue stands for the socket's buffer: a popped batch is
 //! acknowledged at once, and each object is moved into kube-rs' event uniquely owned, so that
@@ -120,7 +124,7 @@ impl HarnessCache {
         ack_first: bool,
         wiring: Wiring,
     ) -> HarnessCache {
-        let Wiring { classifier, slots, core, .. } = wiring;
+        let Wiring { classifier, slots, core, baseline_batch_window: window, .. } = wiring;
         let reader = store.reader();
         // The queue knows the store's objects, as client-go's queue knows its indexer.
         let known = Arc::new(KnownPods::new(reader.clone()));
@@ -143,7 +147,7 @@ impl HarnessCache {
                 .name("applier".into())
                 .spawn(move || {
                     pin(core);
-                    Applier { store, queue, visible, notices, slots, ack_first }.run()
+                    Applier { store, queue, visible, notices, slots, ack_first, window }.run()
                 })
                 .expect("spawn applier")
         };
@@ -290,6 +294,9 @@ struct Applier {
     notices: mpsc::Sender<Vec<Notice>>,
     slots: Arc<SlotLog>,
     ack_first: bool,
+    /// After a batch that was not full, the applier sleeps until this much has passed since
+    /// the batch began, as our informer's batch window does (zero: never).
+    window: Duration,
 }
 
 fn rv_of(delta: &Delta<Pod>) -> Option<u64> {
@@ -350,6 +357,10 @@ impl Applier {
             if local.from_queue.count() >= 10_000 {
                 staleness.merge(&local);
                 local = Staleness::default();
+            }
+            let left = self.window.saturating_sub(started.elapsed());
+            if stamps.len() < MAX_BATCH && !left.is_zero() {
+                thread::sleep(left);
             }
         }
         staleness.merge(&local);

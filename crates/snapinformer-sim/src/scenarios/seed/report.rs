@@ -528,5 +528,18 @@ pub fn describe(p: &SeedParams) -> String {
         p.daemon_list,
         p.rate,
         p.stream_priority
-    )
+    ) + &batch_windows(p)
+}
+
+/// The batch windows, when not the defaults (the informer's own; none for the baselines).
+fn batch_windows(p: &SeedParams) -> String {
+    let ms = |s: f64| format!("{:.3} ms", s * 1e3);
+    let mut out = String::new();
+    if let Some(w) = p.informer_batch_window_s {
+        out += &format!("; our informer's batch window {}", ms(w));
+    }
+    if let Some(w) = p.baseline_batch_window_s.filter(|w| *w > 0.0) {
+        out += &format!("; the baselines' batch window {} (a control: client-go has none)", ms(w));
+    }
+    out
 }

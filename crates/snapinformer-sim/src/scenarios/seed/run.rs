@@ -358,6 +358,9 @@ pub fn run_row(
         slots: slots.clone(),
         core: cores.writer,
         batch_window: params.informer_batch_window_s.map(std::time::Duration::from_secs_f64),
+        baseline_batch_window: params
+            .baseline_batch_window_s
+            .map_or(std::time::Duration::ZERO, std::time::Duration::from_secs_f64),
     };
     let cache = start_cache(row, wiring)?;
     let source = Source::start(&world, params, &*cache, slots, &runtime)?;
