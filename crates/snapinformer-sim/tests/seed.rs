@@ -349,6 +349,12 @@ fn with_read_your_writes_every_row_converges_in_process_without_wrong_decisions(
             report.staleness_us.p50 >= report.staleness_from_queue_us.p50,
             "{cache:?}: staleness from the slot includes the time before the queue"
         );
+        // Where the cores went while the controllers ran, by thread group.
+        let cpu = |group: &str| report.cpu_by_thread_s.get(group).copied().unwrap_or(0.0);
+        assert!(cpu("controller") > 0.0, "{cache:?}: {:?}", report.cpu_by_thread_s);
+        assert!(cpu("watch-stream") > 0.0, "{cache:?}: {:?}", report.cpu_by_thread_s);
+        let writer = if cache.is_ours() { "informer" } else { "applier" };
+        assert!(cpu(writer) > 0.0, "{cache:?}: {writer}: {:?}", report.cpu_by_thread_s);
     }
 }
 

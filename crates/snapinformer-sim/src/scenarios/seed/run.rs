@@ -32,6 +32,7 @@ use crate::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler},
         placement::pin,
+        sched::ThreadsCpu,
     },
     pods::{self, NAMESPACE},
 };
@@ -385,7 +386,16 @@ pub fn run_row(
         "{label}: controllers start ({} set pods, {nodes} nodes)",
         running.desired_set_pods()
     ));
+    let threads_before = ThreadsCpu::now();
     let watched = watch(&*cache, &running, &source, params, &label, log);
+    let cpu_by_thread_s = match (threads_before, ThreadsCpu::now()) {
+        (Some(before), Some(after)) => after
+            .since(&before)
+            .into_iter()
+            .map(|(group, cpu)| (group, cpu.as_secs_f64()))
+            .collect(),
+        _ => Default::default(),
+    };
 
     log(&format!("{label}: stopping, draining the cache"));
     controller_rt.block_on(running.stop())?;
@@ -409,6 +419,7 @@ pub fn run_row(
         stream_slot_us: slot_cost,
         stream_priority: stream.as_ref().map(|s| s.priority.clone()).unwrap_or_default(),
         stream_cpu_s: stream.as_ref().map_or(0.0, |s| s.cpu_s),
+        cpu_by_thread_s,
         queue_depth_max: outcome.depth_max,
         queue_depth_end: watched.queue_depth_end,
         undelivered_max: watched.undelivered_max,
