@@ -69,3 +69,8 @@ pub fn run_child<T: serde::de::DeserializeOwned>(
 pub fn arg_name<V: clap::ValueEnum>(v: &V) -> String {
     v.to_possible_value().expect("no skipped variants").get_name().to_owned()
 }
+
+/// A duration given in seconds, as a `humantime` flag value to the microsecond (`1500us`).
+pub fn duration_arg(seconds: f64) -> String {
+    format!("{}us", (seconds * 1e6).round() as u64)
+}

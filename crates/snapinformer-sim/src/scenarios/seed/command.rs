@@ -20,7 +20,7 @@ use crate::{
         plot::{self, PlotRow},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
-        worker::{arg_name, phase_line, progress_bar, run_child},
+        worker::{arg_name, duration_arg, phase_line, progress_bar, run_child},
     },
     pods::PodProfile,
 };
@@ -404,12 +404,11 @@ fn worker_flags(
     add(&mut flags, &["--worker-mode", mode.name()]);
     add(&mut flags, &["--worker-out"]);
     flags.push(out.into());
-    let micros = |window: f64| format!("{}us", (window * 1e6).round() as u64);
     if let Some(window) = p.informer_batch_window_s {
-        add(&mut flags, &["--informer-batch-window", &micros(window)]);
+        add(&mut flags, &["--informer-batch-window", &duration_arg(window)]);
     }
     if let Some(window) = p.baseline_batch_window_s {
-        add(&mut flags, &["--baseline-batch-window", &micros(window)]);
+        add(&mut flags, &["--baseline-batch-window", &duration_arg(window)]);
     }
     if let Some(server) = server {
         add(&mut flags, &["--server-url", &server.url]);

@@ -19,7 +19,7 @@ use crate::{
         plot::{self, PlotRow, SweepLine},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
-        worker::{arg_name, phase_line, progress_bar, run_child},
+        worker::{arg_name, duration_arg, phase_line, progress_bar, run_child},
     },
     rows::{client_go, lock},
     scenarios::LoadArgs,
@@ -307,8 +307,7 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
         a.extend(["--informer-processing".into(), arg_name(&p.informer_processing)]);
     }
     if let (true, Some(window)) = (in_process, p.informer_batch_window_s) {
-        let us = (window * 1e6).round() as u64;
-        a.extend(["--informer-batch-window".into(), format!("{us}us")]);
+        a.extend(["--informer-batch-window".into(), duration_arg(window)]);
     }
     if !p.sweep.is_empty() {
         let rates: Vec<String> = p.sweep.iter().map(u64::to_string).collect();
