@@ -47,6 +47,8 @@ fn params() -> SeedParams {
         stream_priority: StreamPriority::Normal,
         informer_batch_window_s: None,
         baseline_batch_window_s: None,
+        prefault_gib: 0.0,
+        rest_s: 0.0,
     }
 }
 

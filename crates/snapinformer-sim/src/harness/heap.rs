@@ -29,6 +29,65 @@ impl HeapMeter for NoHeap {
     }
 }
 
+/// A meter whose allocator peak belongs to memory allocated before the run (what [`prefault`]
+/// touched and freed): it reads the current heap only, so a [`MemorySampler`]'s peak is its
+/// largest sample (every 100 ms in `seed`), not the allocator's exact peak.
+#[derive(Clone, Copy)]
+pub struct CurrentOnly(pub &'static dyn HeapMeter);
+
+impl HeapMeter for CurrentOnly {
+    fn current(&self) -> u64 {
+        self.0.current()
+    }
+    fn peak(&self) -> u64 {
+        0
+    }
+}
+
+/// The environment variable, and its value, that stops mimalloc from ever returning freed
+/// memory to the system: what makes a [`prefault`] last. It must be set when the process starts
+/// (mimalloc reads its options then), so the parent sets it on the worker it starts.
+pub const KEEP_FREED_MEMORY_ENV: (&str, &str) = ("MIMALLOC_PURGE_DELAY", "-1");
+
+/// Touches `bytes` of heap through the global allocator in 256 KiB blocks, then frees it all,
+/// so that the heap a run then grows comes from memory the process already holds and the system
+/// has already backed. A control for machines where first touches are dear (see
+/// `harness::worker::DEFAULT_REST`): it takes the cost of growing the heap out of every row
+/// alike. Only mimalloc keeps what was freed, and only with [`KEEP_FREED_MEMORY_ENV`] set from
+/// the start: otherwise this returns an error and touches nothing. Returns the time it took.
+pub fn prefault(bytes: u64, allocator: &str) -> Result<Duration, String> {
+    let (name, value) = KEEP_FREED_MEMORY_ENV;
+    if allocator != "mimalloc" {
+        return Err(format!(
+            "prefaulting needs mimalloc, which keeps freed memory; this build runs on {allocator}"
+        ));
+    }
+    if std::env::var(name).as_deref() != Ok(value) {
+        return Err(format!(
+            "prefaulting needs {name}={value} from the process's start, or mimalloc returns the \
+             touched memory to the system a second after it is freed"
+        ));
+    }
+    // Blocks small enough for mimalloc's arena pages (objects up to 512 KiB): freed, their pages
+    // go back to the arena, where pages of any size class are carved from them again. Blocks
+    // of 64 MiB were measured to leave about half the row's heap on fresh memory.
+    const BLOCK: u64 = 256 << 10;
+    let started = Instant::now();
+    let mut blocks: Vec<Vec<u8>> = Vec::with_capacity(bytes.div_ceil(BLOCK) as usize);
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(BLOCK) as usize;
+        let mut block = Vec::with_capacity(n);
+        // Written, not allocated zeroed: an allocator may hand out fresh zeroed memory for a
+        // zeroed request without touching it.
+        block.resize(n, 1u8);
+        blocks.push(std::hint::black_box(block));
+        left -= n as u64;
+    }
+    drop(blocks);
+    Ok(started.elapsed())
+}
+
 /// Resident set size of this process now (`/proc/self/statm`; 0 where it cannot be read).
 pub fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -138,6 +197,25 @@ mod tests {
     }
 
     static FIXED: Fixed = Fixed;
+
+    #[test]
+    fn prefault_refuses_an_allocator_or_a_process_that_would_not_keep_the_memory() {
+        let err = prefault(1 << 20, "system").expect_err("glibc returns large blocks at once");
+        assert!(err.contains("needs mimalloc"), "{err}");
+        let (name, value) = KEEP_FREED_MEMORY_ENV;
+        if std::env::var(name).as_deref() != Ok(value) {
+            let err = prefault(1 << 20, "mimalloc").expect_err("purging would undo it");
+            assert!(err.contains(name), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_current_only_meter_leaves_the_peak_to_the_samples() {
+        let trace = MemorySampler::start(&CURRENT_ONLY, Duration::from_secs(3600)).finish();
+        assert_eq!(trace.heap_peak_bytes, 7, "the largest sample, not the allocator's 9");
+    }
+
+    static CURRENT_ONLY: CurrentOnly = CurrentOnly(&FIXED);
 
     #[test]
     fn the_sampler_records_from_its_start_and_reports_the_allocators_exact_peak() {

@@ -65,6 +65,32 @@ pub fn run_child<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&bytes).map_err(|e| format!("parsing worker output for {label}: {e}"))
 }
 
+/// The rest before each row when a command is not given `--rest` (none with `--quick`).
+///
+/// On the project machine, a virtual machine whose host takes freed guest memory back (the
+/// balloon device's free page reporting), touching fresh memory costs about 2.6 s of CPU per GiB
+/// when it is cold and about 0.12 s right after another process freed it, and freed memory
+/// goes cold over about 12 s (8 GiB touched again after 0, 1, 3, 6 and 12 s of rest: 1.0, 4.7,
+/// 4.5, 11.6 and 20.3 s, against 21.1 s cold; BENCHMARKS.md). A row that starts right after
+/// another therefore grows its heap on the memory the other just freed: measured in `seed`,
+/// the same two rows spent 35.1 and 22.6 s in the kernel in one order and 39.3 and 20.4 s in
+/// the other, the second row cheaper each time. A rest longer than that puts every row on
+/// the same footing.
+pub const DEFAULT_REST: Duration = Duration::from_secs(15);
+
+/// Waits `rest` before a row's worker starts (see [`DEFAULT_REST`]), saying so on the progress
+/// bar.
+pub fn rest_before_row(rest: Duration, label: &str, bar: &ProgressBar) {
+    if rest.is_zero() {
+        return;
+    }
+    bar.set_message(format!(
+        "{label}: resting {:.0} s, so that the machine takes back the last row's memory",
+        rest.as_secs_f64()
+    ));
+    std::thread::sleep(rest);
+}
+
 /// The value of a clap `ValueEnum` as written on the command line.
 pub fn arg_name<V: clap::ValueEnum>(v: &V) -> String {
     v.to_possible_value().expect("no skipped variants").get_name().to_owned()

@@ -15,12 +15,15 @@ use super::{
 };
 use crate::{
     harness::{
-        heap::HeapMeter,
+        heap::{CurrentOnly, HeapMeter, KEEP_FREED_MEMORY_ENV, prefault},
         placement::Placement,
         plot::{self, PlotRow},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
-        worker::{arg_name, duration_arg, phase_line, progress_bar, run_child},
+        worker::{
+            DEFAULT_REST, arg_name, duration_arg, phase_line, progress_bar, rest_before_row,
+            run_child,
+        },
     },
     pods::PodProfile,
 };
@@ -102,6 +105,19 @@ pub struct SeedArgs {
     /// and how much the store's.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub baseline_batch_window: Option<Duration>,
+    /// Rest before each row's worker starts (default 15s, none with --quick): on a virtual
+    /// machine whose host takes freed memory back, a row started right after another grows
+    /// its heap on the memory the other freed, at a fraction of the cost of fresh memory
+    /// (`harness::worker::DEFAULT_REST` gives the measurements). `0s` for none.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub rest: Option<Duration>,
+    /// A control for machines where first touches of memory are dear: each worker touches
+    /// this many GiB of heap and frees it before its row starts, and keeps freed memory
+    /// (mimalloc's purge off), so that growing the heap costs the row nothing (default none).
+    /// Peak heap is then the largest 100 ms sample, and RSS includes the prefaulted memory.
+    /// In-process modes only.
+    #[arg(long, default_value_t = 0.0)]
+    pub prefault_gib: f64,
     /// Runs of every row; the report gives the median and the range of every figure (default
     /// 3, or 1 with --quick or when --mode includes real).
     #[arg(long)]
@@ -160,6 +176,11 @@ impl SeedArgs {
             stream_priority: self.stream_priority,
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             baseline_batch_window_s: self.baseline_batch_window.map(|w| w.as_secs_f64()),
+            prefault_gib: self.prefault_gib,
+            rest_s: self
+                .rest
+                .unwrap_or(if self.quick { Duration::ZERO } else { DEFAULT_REST })
+                .as_secs_f64(),
         };
         if self.quick && real {
             p.sets = 4;
@@ -217,10 +238,18 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
     }
     let params = args.params();
     if let Some(row) = args.worker {
-        return worker(args, row, &params, heap);
+        return worker(args, row, &params, heap, allocator);
     }
     if params.sets == 0 || params.replicas == 0 || params.nodes == 0 {
         return Err("--sets, --replicas and --nodes must be at least 1".into());
+    }
+    if !(params.prefault_gib >= 0.0 && params.prefault_gib.is_finite()) {
+        return Err(format!("--prefault-gib must be 0 or more, not {}", params.prefault_gib));
+    }
+    if params.prefault_gib > 0.0 && args.modes().contains(&Mode::Real) {
+        return Err("--prefault-gib applies to the inproc and http modes only: in real mode the \
+                    kube-controller-manager row is a Go process it cannot prefault"
+            .into());
     }
     let (modes, repeat) = (args.modes(), args.repeat());
     let row_count: usize = modes.iter().map(|&m| args.rows(m).len()).sum();
@@ -245,6 +274,11 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
                     mode.name(),
                     row.name()
                 ));
+                rest_before_row(
+                    Duration::from_secs_f64(params.rest_s),
+                    &format!("run {i}/{repeat} {} {}", mode.name(), row.name()),
+                    &bar,
+                );
                 reports.push(run_parent_row(row, mode, args, &params, &runtime, &bar)?);
                 bar.inc(1);
             }
@@ -313,6 +347,7 @@ fn worker(
     row: Row,
     params: &SeedParams,
     heap: &'static dyn HeapMeter,
+    allocator: &str,
 ) -> Result<(), String> {
     let mode = args.worker_mode.ok_or("--worker needs --worker-mode")?;
     let out = args.worker_out.as_ref().expect("clap requires --worker-out with --worker");
@@ -320,6 +355,18 @@ fn worker(
         .server_url
         .clone()
         .map(|url| super::ServerInfo { url, kubeconfig: args.kubeconfig.clone() });
+    let heap: &'static dyn HeapMeter = if params.prefault_gib > 0.0 {
+        let bytes = (params.prefault_gib * (1u64 << 30) as f64) as u64;
+        let took = prefault(bytes, allocator)?;
+        phase_line(&format!(
+            "prefaulted {} GiB of heap in {:.1} s",
+            params.prefault_gib,
+            took.as_secs_f64()
+        ));
+        Box::leak(Box::new(CurrentOnly(heap)))
+    } else {
+        heap
+    };
     let report =
         super::run_row(row, mode, params, server.as_ref(), heap, &|msg| phase_line(msg), true)?;
     write_json(out, &report)?;
@@ -420,6 +467,9 @@ fn worker_flags(
     if let Some(profile) = p.pod_profile {
         add(&mut flags, &["--pod-profile", &arg_name(&profile)]);
     }
+    if p.prefault_gib > 0.0 {
+        add(&mut flags, &["--prefault-gib", &p.prefault_gib.to_string()]);
+    }
     // The settle time is not a flag: a quick run's parent passes --quick for it, and the
     // worker's --quick then applies the same scaled parameters the parent resolved.
     if quick {
@@ -441,6 +491,10 @@ fn run_worker(
     let out = args.out.join(format!(".worker-{}-{}.json", mode.name(), row.name()));
     let mut cmd = Command::new(exe);
     cmd.args(worker_flags(row, mode, args.quick, p, server, &out));
+    if p.prefault_gib > 0.0 {
+        let (name, value) = KEEP_FREED_MEMORY_ENV;
+        cmd.env(name, value);
+    }
     let label = format!("{} {}", mode.name(), row.name());
     run_child(cmd, &out, &label, bar)
 }
@@ -502,6 +556,36 @@ mod tests {
 
     fn has(flags: &[OsString], flag: &str) -> bool {
         flags.iter().any(|f| f == flag)
+    }
+
+    #[test]
+    fn rows_rest_fifteen_seconds_by_default_none_when_quick_and_as_long_as_asked() {
+        assert_eq!(given(&[]).params().rest_s, DEFAULT_REST.as_secs_f64());
+        assert_eq!(given(&["--quick"]).params().rest_s, 0.0);
+        assert_eq!(given(&["--rest", "0s"]).params().rest_s, 0.0);
+        assert_eq!(given(&["--rest", "20s", "--quick"]).params().rest_s, 20.0);
+        let p = given(&["--rest", "20s"]).params();
+        let flags = worker_flags(
+            Row::parse("locked").expect("a row"),
+            Mode::Inproc,
+            false,
+            &p,
+            None,
+            Path::new("/tmp/w.json"),
+        );
+        assert!(!has(&flags, "--rest"), "the parent rests; its workers do not");
+    }
+
+    #[test]
+    fn a_prefault_reaches_the_worker_and_parses_back() {
+        let out = Path::new("/tmp/w.json");
+        let row = Row::parse("snapshot-bg+ryw").expect("a row");
+        let none = worker_flags(row, Mode::Inproc, false, &given(&[]).params(), None, out);
+        assert!(!has(&none, "--prefault-gib"));
+        let p = given(&["--prefault-gib", "16"]).params();
+        let flags = worker_flags(row, Mode::Inproc, false, &p, None, out);
+        let back = parse(flags).expect("the worker's flags parse");
+        assert_eq!(back.params().prefault_gib, 16.0);
     }
 
     #[test]

@@ -205,6 +205,14 @@ pub struct SeedParams {
     /// The baselines' batch window in seconds (`None` or 0: none, as client-go has none).
     #[serde(default)]
     pub baseline_batch_window_s: Option<f64>,
+    /// GiB of heap each worker touched and freed before its row, keeping freed memory
+    /// (`--prefault-gib`; 0: none).
+    #[serde(default)]
+    pub prefault_gib: f64,
+    /// Seconds the parent waited before starting each row's worker, so that no row grows its
+    /// heap on memory the previous row just freed (`--rest`; 0 in reports from before it).
+    #[serde(default)]
+    pub rest_s: f64,
 }
 
 impl SeedParams {

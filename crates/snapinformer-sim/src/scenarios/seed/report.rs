@@ -51,6 +51,15 @@ pub struct SeedRowReport {
     /// reclaimer...): where the two cores went.
     #[serde(default)]
     pub cpu_by_thread_s: std::collections::BTreeMap<String, f64>,
+    /// Of that CPU, the seconds the whole process spent in the kernel over the same interval
+    /// (`/proc/self/stat`): mostly first touches of fresh memory, where the machine charges for
+    /// them (see `--rest`).
+    #[serde(default)]
+    pub kernel_cpu_s: f64,
+    /// Minor page faults of the process over the same interval (a transparent huge page counts
+    /// once).
+    #[serde(default)]
+    pub minor_faults: u64,
     /// Largest queue depth (deltas queued after a pop, plus the popped batch).
     pub queue_depth_max: u64,
     /// Queue depth when the row ended.
@@ -531,7 +540,12 @@ fn cpu_groups(r: &SeedRowReport) -> String {
     groups.sort_by(|a, b| b.1.total_cmp(a.1));
     let total: f64 = r.cpu_by_thread_s.values().sum();
     let parts: Vec<String> = groups.iter().map(|(g, s)| format!("{g} {s:.1} s")).collect();
-    format!("{total:.1} s in all: {}", parts.join(", "))
+    format!(
+        "{total:.1} s in all, {:.1} s of it in the kernel ({} page faults): {}",
+        r.kernel_cpu_s,
+        r.minor_faults,
+        parts.join(", ")
+    )
 }
 
 /// Parameters line for the report's head.
@@ -549,6 +563,15 @@ pub fn describe(p: &SeedParams) -> String {
         p.rate,
         p.stream_priority
     ) + &batch_windows(p)
+        + &format!("; {:.0} s rest before each row", p.rest_s)
+        + &if p.prefault_gib > 0.0 {
+            format!(
+                "; {} GiB of heap prefaulted and freed memory kept in each worker (peak heap sampled every 100 ms; RSS includes it)",
+                p.prefault_gib
+            )
+        } else {
+            String::new()
+        }
 }
 
 /// The batch windows, when not the defaults (the informer's own; none for the baselines).

@@ -32,7 +32,7 @@ use crate::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler},
         placement::pin,
-        sched::ThreadsCpu,
+        sched::{ProcessUsage, ThreadsCpu},
     },
     pods::{self, NAMESPACE},
 };
@@ -387,7 +387,14 @@ pub fn run_row(
         running.desired_set_pods()
     ));
     let threads_before = ThreadsCpu::now();
+    let usage_before = ProcessUsage::now();
     let watched = watch(&*cache, &running, &source, params, &label, log);
+    let (kernel_cpu_s, minor_faults) = match (usage_before, ProcessUsage::now()) {
+        (Some(before), Some(after)) => {
+            (after.system_since(&before).as_secs_f64(), after.minor_faults_since(&before))
+        }
+        _ => (0.0, 0),
+    };
     let cpu_by_thread_s = match (threads_before, ThreadsCpu::now()) {
         (Some(before), Some(after)) => after
             .since(&before)
@@ -420,6 +427,8 @@ pub fn run_row(
         stream_priority: stream.as_ref().map(|s| s.priority.clone()).unwrap_or_default(),
         stream_cpu_s: stream.as_ref().map_or(0.0, |s| s.cpu_s),
         cpu_by_thread_s,
+        kernel_cpu_s,
+        minor_faults,
         queue_depth_max: outcome.depth_max,
         queue_depth_end: watched.queue_depth_end,
         undelivered_max: watched.undelivered_max,

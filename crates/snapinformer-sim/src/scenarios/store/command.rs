@@ -19,7 +19,10 @@ use crate::{
         plot::{self, PlotRow, SweepLine},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
-        worker::{arg_name, duration_arg, phase_line, progress_bar, run_child},
+        worker::{
+            DEFAULT_REST, arg_name, duration_arg, phase_line, progress_bar, rest_before_row,
+            run_child,
+        },
     },
     rows::{client_go, lock},
     scenarios::LoadArgs,
@@ -68,6 +71,12 @@ pub struct StoreArgs {
     /// pods in memory at once).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub sweep_duration: Duration,
+    /// Rest before each row's worker starts (default 15s, none with --quick): on a virtual
+    /// machine whose host takes freed memory back, a row started right after another grows
+    /// its heap on the memory the other freed, at a fraction of the cost of fresh memory
+    /// (`harness::worker::DEFAULT_REST` gives the measurements). `0s` for none.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub rest: Option<Duration>,
     /// Runs of the whole set of rows; the report gives the median and the range of every
     /// figure (default 3, or 1 with --quick).
     #[arg(long)]
@@ -107,6 +116,10 @@ impl StoreArgs {
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
+            rest_s: self
+                .rest
+                .unwrap_or(if self.quick { Duration::ZERO } else { DEFAULT_REST })
+                .as_secs_f64(),
         };
         if self.quick {
             p.objects = 5000;
@@ -179,6 +192,11 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
         let mut reports = Vec::new();
         for row in &rows {
             bar.set_message(format!("run {i}/{repeat} {}: starting", row.name));
+            rest_before_row(
+                Duration::from_secs_f64(params.rest_s),
+                &format!("run {i}/{repeat} {}", row.name),
+                &bar,
+            );
             reports.push(run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?);
             bar.inc(1);
         }
@@ -435,6 +453,17 @@ mod tests {
         }
         let args = std::iter::once("store").chain(args.iter().copied());
         <Cli as clap::Parser>::try_parse_from(args).map(|cli| cli.store)
+    }
+
+    #[test]
+    fn rows_rest_fifteen_seconds_by_default_none_when_quick_and_as_long_as_asked() {
+        let rest = |flags: &[&str]| parse(flags).expect("valid flags").params().rest_s;
+        assert_eq!(rest(&[]), DEFAULT_REST.as_secs_f64());
+        assert_eq!(DEFAULT_REST, Duration::from_secs(15));
+        assert_eq!(rest(&["--quick"]), 0.0);
+        assert_eq!(rest(&["--rest", "2s"]), 2.0);
+        assert_eq!(rest(&["--quick", "--rest", "500ms"]), 0.5);
+        assert!(parse(&["--rest", "soon"]).is_err(), "a rest is a duration");
     }
 
     #[test]

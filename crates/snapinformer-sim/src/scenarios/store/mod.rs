@@ -123,6 +123,10 @@ pub struct StoreParams {
     /// Length of each sweep point in seconds.
     #[serde(default)]
     pub sweep_duration_s: f64,
+    /// Seconds the parent waited before starting each row's worker, so that no row grows its
+    /// heap on memory the previous row just freed (`--rest`; 0 in reports from before it).
+    #[serde(default)]
+    pub rest_s: f64,
 }
 
 /// Bytes measured in the memory phase.

@@ -334,7 +334,7 @@ pub fn table(report: &StoreReport) -> String {
     let range = |i: usize, path: &str| spread.and_then(|sp| sp.range(&format!("/rows/{i}{path}")));
     let _ = writeln!(
         s,
-        "store scenario: {} pods ({:?} profile, {} B as JSON), {} readers {}, saturation {} updates, open loop {}/s for {:.0}s, allocator {}{}",
+        "store scenario: {} pods ({:?} profile, {} B as JSON), {} readers {}, saturation {} updates, open loop {}/s for {:.0}s, allocator {}, {:.0} s rest before each row{}",
         p.objects,
         p.pod_profile,
         // The pods as JSON from a Rust row (Go's encoder also writes empty fields).
@@ -351,6 +351,7 @@ pub fn table(report: &StoreReport) -> String {
         p.rate,
         p.duration_s,
         report.environment.allocator,
+        p.rest_s,
         match &report.repeat {
             Some(r) if r.runs > 1 => {
                 format!("; median of {} runs, [min-max] where runs differ", r.runs)
