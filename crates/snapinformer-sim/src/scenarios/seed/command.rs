@@ -115,7 +115,8 @@ pub struct SeedArgs {
     /// this many GiB of heap and frees it before its row starts, and keeps freed memory
     /// (mimalloc's purge off), so that growing the heap costs the row nothing (default none).
     /// Peak heap is then the largest 100 ms sample, and RSS includes the prefaulted memory.
-    /// In-process modes only.
+    /// inproc and http only, and only the worker (over HTTP the test API server in the parent
+    /// is not prefaulted); refused in real mode.
     #[arg(long, default_value_t = 0.0)]
     pub prefault_gib: f64,
     /// Runs of every row; the report gives the median and the range of every figure (default
