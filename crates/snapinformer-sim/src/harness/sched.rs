@@ -19,26 +19,20 @@ const USER_HZ: u64 = 100;
 /// CPU time (user and system) of the whole process, every thread it has or had, from
 /// `/proc/self/stat`; `None` without `/proc`. Its resolution is the kernel's clock tick (10 ms).
 pub fn process_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    parse_stat_cpu(&stat)
+    ProcessUsage::now().map(|u| u.cpu())
 }
 
 /// User plus system time from a `/proc/<pid>/stat` line.
+#[cfg(test)]
 fn parse_stat_cpu(stat: &str) -> Option<Duration> {
-    let (utime, stime) = stat_ticks(stat)?;
-    Some(Duration::from_millis((utime + stime) * 1000 / USER_HZ))
+    parse_stat_usage(stat).map(|u| u.cpu())
 }
 
 /// User and system time, in clock ticks (`USER_HZ`, 10 ms), from a `/proc/<pid>/stat` or
 /// `/proc/thread-self/stat` line. The command name (field 2) may hold spaces and parentheses,
 /// so fields are counted from its closing parenthesis.
 pub fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After the name: state (field 3) is index 0, utime (field 14) index 11, stime index 12.
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime, stime))
+    parse_stat_usage(stat).map(|u| (u.user_ticks, u.system_ticks))
 }
 
 /// The whole process's CPU time split into user and kernel (system) time, and its minor page
@@ -61,6 +55,11 @@ impl ProcessUsage {
         parse_stat_usage(&std::fs::read_to_string("/proc/self/stat").ok()?)
     }
 
+    /// User plus kernel time.
+    pub fn cpu(&self) -> Duration {
+        Duration::from_millis((self.user_ticks + self.system_ticks) * 1000 / USER_HZ)
+    }
+
     /// Kernel time used since `earlier`.
     pub fn system_since(&self, earlier: &ProcessUsage) -> Duration {
         Duration::from_millis(
@@ -76,9 +75,14 @@ impl ProcessUsage {
 
 /// [`ProcessUsage`] from a `/proc/<pid>/stat` line.
 fn parse_stat_usage(stat: &str) -> Option<ProcessUsage> {
-    let (user_ticks, system_ticks) = stat_ticks(stat)?;
-    // minflt is field 10: index 7 after the command name.
-    let minor_faults = stat[stat.rfind(')')? + 1..].split_whitespace().nth(7)?.parse().ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state (field 3) is index 0, minflt (field 10) index 7, utime (field 14) index 11, stime index 12.
+    let mut fields = rest.split_whitespace().skip(7);
+    let minor_faults = fields.next()?.parse().ok()?;
+    let mut ticks = fields.skip(3);
+    let user_ticks = ticks.next()?.parse().ok()?;
+    let system_ticks = ticks.next()?.parse().ok()?;
     Some(ProcessUsage { user_ticks, system_ticks, minor_faults })
 }
 

@@ -78,6 +78,12 @@ pub fn run_child<T: serde::de::DeserializeOwned>(
 /// the same footing.
 pub const DEFAULT_REST: Duration = Duration::from_secs(15);
 
+/// The rest a command runs with: `given` (`--rest`), else none with `--quick` and
+/// [`DEFAULT_REST`] otherwise, in seconds.
+pub fn rest_seconds(given: Option<Duration>, quick: bool) -> f64 {
+    given.unwrap_or(if quick { Duration::ZERO } else { DEFAULT_REST }).as_secs_f64()
+}
+
 /// Waits `rest` before a row's worker starts (see [`DEFAULT_REST`]), saying so on the progress
 /// bar.
 pub fn rest_before_row(rest: Duration, label: &str, bar: &ProgressBar) {

@@ -21,7 +21,7 @@ use crate::{
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
         worker::{
-            DEFAULT_REST, arg_name, duration_arg, phase_line, progress_bar, rest_before_row,
+            arg_name, duration_arg, phase_line, progress_bar, rest_before_row, rest_seconds,
             run_child,
         },
     },
@@ -178,10 +178,7 @@ impl SeedArgs {
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             baseline_batch_window_s: self.baseline_batch_window.map(|w| w.as_secs_f64()),
             prefault_gib: self.prefault_gib,
-            rest_s: self
-                .rest
-                .unwrap_or(if self.quick { Duration::ZERO } else { DEFAULT_REST })
-                .as_secs_f64(),
+            rest_s: rest_seconds(self.rest, self.quick),
         };
         if self.quick && real {
             p.sets = 4;
@@ -539,6 +536,7 @@ mod tests {
     use std::ffi::OsString;
 
     use super::*;
+    use crate::harness::worker::DEFAULT_REST;
 
     /// `seed` with `args` (the first one the command's name), as the command line parses it.
     fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<SeedArgs, clap::Error> {

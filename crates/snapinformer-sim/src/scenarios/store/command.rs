@@ -20,7 +20,7 @@ use crate::{
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
         worker::{
-            DEFAULT_REST, arg_name, duration_arg, phase_line, progress_bar, rest_before_row,
+            arg_name, duration_arg, phase_line, progress_bar, rest_before_row, rest_seconds,
             run_child,
         },
     },
@@ -116,10 +116,7 @@ impl StoreArgs {
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
-            rest_s: self
-                .rest
-                .unwrap_or(if self.quick { Duration::ZERO } else { DEFAULT_REST })
-                .as_secs_f64(),
+            rest_s: rest_seconds(self.rest, self.quick),
         };
         if self.quick {
             p.objects = 5000;
@@ -417,6 +414,7 @@ fn write_plots(out: &Path, report: &StoreReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::worker::DEFAULT_REST;
 
     fn row(name: &str, digest: &str) -> StoreRowReport {
         StoreRowReport {
