@@ -11,6 +11,7 @@ import (
 // thread: the garbage collector's share (the runtime's own estimate) and the rest.
 type cpuMark struct {
 	process time.Duration // user plus system time of every thread, from getrusage(RUSAGE_SELF)
+	system  time.Duration // the system (kernel) part of it
 	gc      time.Duration // /cpu/classes/gc/total:cpu-seconds (background workers, assists, pauses)
 	cycles  uint64        // completed garbage collection cycles
 	ok      bool
@@ -28,6 +29,7 @@ func markCPU() cpuMark {
 	metrics.Read(s)
 	m := cpuMark{
 		process: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		system:  time.Duration(ru.Stime.Nano()),
 		ok:      true,
 	}
 	if s[0].Value.Kind() == metrics.KindFloat64 {
@@ -61,4 +63,15 @@ func cpuPerUpdate(before, applied, reclaimed cpuMark, updates int, phase string)
 	note := fmt.Sprintf("client-go: %s: %d garbage collection cycles ran in the phase; the full collection after it (reclaiming what it replaced) cost %.1f µs of CPU per update",
 		phase, applied.cycles-before.cycles, reclaim)
 	return &inPhase, &reclaim, split, note
+}
+
+// kernelPerUpdate is the kernel's part of a phase and its reclamation (from `before` to
+// `reclaimed`), microseconds per update: mostly page faults on memory touched for the first
+// time, the figure the Rust rows read from /proc/self/stat.
+func kernelPerUpdate(before, reclaimed cpuMark, updates int) *float64 {
+	if !before.ok || !reclaimed.ok || updates <= 0 {
+		return nil
+	}
+	us := float64((reclaimed.system - before.system).Microseconds()) / float64(updates)
+	return &us
 }

@@ -55,14 +55,16 @@ type sweepPoint struct {
 
 // storeRowReport is the Rust `StoreRowReport`. ApplyProcessCPUUSPerUpdate is the process's CPU
 // time per update in saturation without readers, microseconds, ApplyReclaimCPUUSPerUpdate the
-// CPU per update of the full collection after it; ApplyThreadCPUUSPerUpdate splits their sum
-// into the garbage collector's share and the rest.
+// CPU per update of the full collection after it, ApplyKernelCPUUSPerUpdate the kernel's part
+// of the two; ApplyThreadCPUUSPerUpdate splits their sum into the garbage collector's share and
+// the rest.
 type storeRowReport struct {
 	Name                       string             `json:"name"`
 	ApplyPerS                  float64            `json:"apply_per_s"`
 	ApplyPerSWithReaders       float64            `json:"apply_per_s_with_readers"`
 	ApplyProcessCPUUSPerUpdate *float64           `json:"apply_process_cpu_us_per_update"`
 	ApplyReclaimCPUUSPerUpdate *float64           `json:"apply_reclaim_cpu_us_per_update"`
+	ApplyKernelCPUUSPerUpdate  *float64           `json:"apply_kernel_cpu_us_per_update"`
 	ApplyThreadCPUUSPerUpdate  map[string]float64 `json:"apply_thread_cpu_us_per_update,omitempty"`
 	StalenessUS                summary            `json:"staleness_us"`
 	QueueDepthMax              uint64             `json:"queue_depth_max"`

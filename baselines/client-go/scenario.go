@@ -172,6 +172,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	var cpuNote string
 	rep.ApplyProcessCPUUSPerUpdate, rep.ApplyReclaimCPUUSPerUpdate, rep.ApplyThreadCPUUSPerUpdate, cpuNote =
 		cpuPerUpdate(cpu, applied, reclaimed, p.updates, "saturation without readers")
+	rep.ApplyKernelCPUUSPerUpdate = kernelPerUpdate(cpu, reclaimed, p.updates)
 	pool = nil
 
 	progress("saturation: generating updates")

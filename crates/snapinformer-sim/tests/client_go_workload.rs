@@ -275,6 +275,12 @@ fn go_and_rust_rows_apply_the_same_workload_and_report_every_phase() {
         let sweep: Vec<(u64, u64)> = row.sweep.iter().map(|p| (p.rate, p.updates)).collect();
         assert_eq!(sweep, [(1000, 200), (4000, 800)], "{}: the sweep's points", row.name);
         assert!(row.sweep.iter().all(|p| p.staleness_us.count == p.updates), "{}", row.name);
+        let (Some(phase), Some(kernel)) =
+            (row.apply_process_cpu_us_per_update, row.apply_kernel_cpu_us_per_update)
+        else {
+            panic!("{}: the saturation phase's CPU and its kernel part are reported", row.name);
+        };
+        assert!(phase > 0.0 && kernel.is_finite() && kernel >= 0.0, "{}", row.name);
         let trace = &row.memory_trace;
         assert_eq!(trace.period_ms, 100, "{}", row.name);
         assert!(trace.series.len() > 2, "{}: memory sampled through the run", row.name);

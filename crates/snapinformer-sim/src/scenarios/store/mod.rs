@@ -68,7 +68,7 @@ use crate::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler, MemoryTrace, settled},
         placement::{InformerProcessing, Placement, ReclaimerPriority, WriterPriority, pin},
-        sched::{ThreadSched, ThreadsCpu, process_cpu},
+        sched::{ProcessUsage, ThreadSched, ThreadsCpu, process_cpu},
         stats::Summary,
     },
     pods::{self, NAMESPACE, Shape, WorkloadDigest},
@@ -208,6 +208,12 @@ pub struct StoreRowReport {
     /// updates at `GOGC=100`, about a phase's worth here).
     #[serde(default)]
     pub apply_reclaim_cpu_us_per_update: Option<f64>,
+    /// The kernel's part of the two figures above (the phase and its reclamation together),
+    /// microseconds per update: mostly page faults on memory the process touches for the first
+    /// time, which on a virtual machine whose host takes freed memory back costs far more than
+    /// on warm memory (`/proc/self/stat`'s system time for the Rust rows, `getrusage`'s for Go).
+    #[serde(default)]
+    pub apply_kernel_cpu_us_per_update: Option<f64>,
     /// The phase's and its reclamation's CPU split by thread group (a thread's name without its
     /// number, truncated by the kernel to 15 bytes; the Go rows: the garbage collector and the
     /// rest); threads that exited meanwhile are only in the process totals.
@@ -502,6 +508,7 @@ pub fn run_row(
     log("saturation: applying without readers");
     settled(heap);
     let (sched, process, threads) = (ThreadSched::now(), process_cpu(), ThreadsCpu::now());
+    let usage = ProcessUsage::now();
     let t = Instant::now();
     driver.apply_all(pool)?;
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
@@ -514,6 +521,9 @@ pub fn run_row(
     // collection: its cost is the CPU spent until the heap stops shrinking.
     settled(heap);
     let reclaimed = process_cpu();
+    if let (Some(before), Some(after)) = (usage, ProcessUsage::now()) {
+        report.apply_kernel_cpu_us_per_update = Some(per_update(after.system_since(&before)));
+    }
     if let (Some(before), Some(applied), Some(reclaimed)) = (process, applied, reclaimed) {
         report.apply_process_cpu_us_per_update = Some(per_update(applied.saturating_sub(before)));
         report.apply_reclaim_cpu_us_per_update =

@@ -731,9 +731,13 @@ fn cpu_table(s: &mut String, report: &StoreReport) {
             Some(a) if r.name != "client-go" => format!(" ({:.2}x client-go)", sum / a.max(1e-9)),
             _ => String::new(),
         };
+        let kernel = r
+            .apply_kernel_cpu_us_per_update
+            .map(|k| format!(", {k:.1} of it in the kernel"))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "  {:<18} {phase:>6.1} + {:>5.1} = {sum:>6.1}{against}{}",
+            "  {:<18} {phase:>6.1} + {:>5.1} = {sum:>6.1}{against}{kernel}{}",
             r.name,
             r.apply_reclaim_cpu_us_per_update.unwrap_or(0.0),
             if split.is_empty() { String::new() } else { format!("  [{}]", split.join(", ")) }
