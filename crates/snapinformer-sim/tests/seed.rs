@@ -344,6 +344,11 @@ fn with_read_your_writes_every_row_converges_in_process_without_wrong_decisions(
         assert_eq!(report.set_creates, 120, "{cache:?}");
         assert_eq!(report.cache_pods, report.cluster_pods, "{cache:?}");
         assert_eq!(report.cluster_pods, 126, "{cache:?}");
+        // Every pod ran before the end, so the stream started each one on schedule, once, after
+        // delivering its create.
+        let events = report.stream_events;
+        assert_eq!(events.starts, 126, "{cache:?}: {events:?}");
+        assert!(events.writes >= 126, "{cache:?}: {events:?}");
         // The stream delivers each event's own copy: kube-rs' store copies it once, itself.
         assert_eq!(report.extra_copies, 0, "{cache:?}");
         assert!(report.staleness_us.count > 0, "{cache:?}");

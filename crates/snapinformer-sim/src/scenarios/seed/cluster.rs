@@ -227,8 +227,13 @@ pub struct InprocCluster {
     pub slot_cost: Lateness,
     /// Events delivered to the queue.
     pub delivered: AtomicU64,
-    /// Status updates made by the kubelet.
-    pub kubelet_updates: AtomicU64,
+    /// Controllers' writes delivered on schedule (creates, updates, deletes).
+    pub writes_delivered: AtomicU64,
+    /// The kubelet's status updates that started a pod (Pending to Running).
+    pub kubelet_starts: AtomicU64,
+    /// The kubelet's refreshes of a running pod's status: what a slot delivers when there is
+    /// no write and no pod to start (the stream keeps its rate).
+    pub kubelet_refreshes: AtomicU64,
     /// Delivery slots that found nothing to deliver.
     pub idle_slots: AtomicU64,
     /// Most slots delivered back to back after the stream thread woke up late (a burst: the
@@ -256,7 +261,9 @@ impl InprocCluster {
             lateness: Lateness::default(),
             slot_cost: Lateness::default(),
             delivered: AtomicU64::new(0),
-            kubelet_updates: AtomicU64::new(0),
+            writes_delivered: AtomicU64::new(0),
+            kubelet_starts: AtomicU64::new(0),
+            kubelet_refreshes: AtomicU64::new(0),
             idle_slots: AtomicU64::new(0),
             burst_max: AtomicU64::new(0),
             status_writes: AtomicU64::new(0),
@@ -366,15 +373,19 @@ impl InprocCluster {
     /// after the truth's lock is released (the controllers' writes never wait for them).
     fn slot(&self, now: Instant, slot: Instant, rng: &mut Rng) {
         match self.next_event(now, rng) {
-            Some(Next::Write(event)) => self.deliver(event, Some(slot)),
-            Some(Next::Start { created, rv }) => {
+            Some(Next::Write(event)) => {
+                self.writes_delivered.fetch_add(1, Ordering::Relaxed);
+                self.deliver(event, Some(slot));
+            }
+            Some(Next::Start { created, rv, refresh }) => {
                 let mut pod = Pod::clone(&created);
                 drop(created);
                 pod.metadata.resource_version = Some(rv.to_string());
                 let status = pod.status.get_or_insert_with(Default::default);
                 status.phase = Some("Running".into());
                 status.pod_ip = Some(format!("10.1.{}.{}", (rv >> 8) & 0xff, rv & 0xff));
-                self.kubelet_updates.fetch_add(1, Ordering::Relaxed);
+                let counter = if refresh { &self.kubelet_refreshes } else { &self.kubelet_starts };
+                counter.fetch_add(1, Ordering::Relaxed);
                 self.deliver(Event::Modified(Arc::new(pod)), Some(slot));
             }
             None => {
@@ -403,6 +414,7 @@ impl InprocCluster {
                 _ => break None,
             }
         };
+        let refresh = started.is_none();
         let key = match started {
             Some(key) => key,
             None if truth.running.is_empty() => return None,
@@ -419,7 +431,7 @@ impl InprocCluster {
         truth.rv += 1;
         let rv = truth.rv;
         let created = truth.pods.get(&key).expect("pod exists").clone();
-        Some(Next::Start { created, rv })
+        Some(Next::Start { created, rv, refresh })
     }
 }
 
@@ -427,8 +439,9 @@ impl InprocCluster {
 enum Next {
     /// A controller's write, from the log.
     Write(Event),
-    /// The kubelet's status update of the pod created as `created`, at resource version `rv`.
-    Start { created: Arc<Pod>, rv: u64 },
+    /// The kubelet's status update of the pod created as `created`, at resource version `rv`:
+    /// its start, or (`refresh`) a refresh of a pod already running.
+    Start { created: Arc<Pod>, rv: u64, refresh: bool },
 }
 
 fn key_of(ns: &str, name: &str) -> String {

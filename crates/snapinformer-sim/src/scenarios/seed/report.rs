@@ -11,6 +11,21 @@ use crate::harness::{
 };
 use crate::scenarios::kcm::report::{ClientCount, QueueFigures};
 
+/// What the in-process cluster model's stream filled its slots with (a slot delivers the oldest
+/// undelivered write, else the start of a pod whose startup delay has passed, else a refresh of
+/// a running pod's status, so that the stream keeps its rate).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StreamEvents {
+    /// The controllers' writes (creates, updates, deletes).
+    pub writes: u64,
+    /// Pods started (Pending to Running).
+    pub starts: u64,
+    /// Refreshes of running pods: slots the controllers' writes and the starts left free.
+    pub refreshes: u64,
+    /// Slots with nothing to deliver.
+    pub idle: u64,
+}
+
 /// Everything measured for one row in one mode.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SeedRowReport {
@@ -70,6 +85,9 @@ pub struct SeedRowReport {
     pub undelivered_max: u64,
     /// inproc: the most events the stream delivered at once after waking up late.
     pub stream_burst_max: u64,
+    /// inproc: what the cluster model's stream delivered on schedule, slot by slot.
+    #[serde(default)]
+    pub stream_events: StreamEvents,
     /// Namespace list latency seen by the controllers, microseconds.
     pub list_us: Summary,
     /// Index lookup latency seen by the controllers, microseconds.
@@ -439,12 +457,16 @@ pub fn table(report: &SeedReport, m: usize) -> String {
             .rows
             .iter()
             .map(|r| {
+                let e = r.stream_events;
                 format!(
-                    "{} {} ({:.1} s CPU, {})",
+                    "{} {} ({:.1} s CPU, {}; {} writes, {} starts, {} refreshes)",
                     r.name,
                     fmt_us(r.stream_lateness_us.p99),
                     r.stream_cpu_s,
-                    r.stream_priority
+                    r.stream_priority,
+                    e.writes,
+                    e.starts,
+                    e.refreshes
                 )
             })
             .collect();

@@ -24,7 +24,7 @@ use super::{
     controllers::{ControllerConfig, Controllers, DaemonSpec, Running, SetSpec},
     informer_cache,
     pipeline::HarnessCache,
-    report::SeedRowReport,
+    report::{SeedRowReport, StreamEvents},
     slots::SlotLog,
 };
 use crate::{
@@ -409,6 +409,12 @@ pub fn run_row(
     let lateness = source.inproc().map(|c| c.lateness.latency().summary()).unwrap_or_default();
     let slot_cost = source.inproc().map(|c| c.slot_cost.latency().summary()).unwrap_or_default();
     let stream_burst_max = source.inproc().map_or(0, |c| c.burst_max.load(Ordering::Relaxed));
+    let stream_events = source.inproc().map_or(StreamEvents::default(), |c| StreamEvents {
+        writes: c.writes_delivered.load(Ordering::Relaxed),
+        starts: c.kubelet_starts.load(Ordering::Relaxed),
+        refreshes: c.kubelet_refreshes.load(Ordering::Relaxed),
+        idle: c.idle_slots.load(Ordering::Relaxed),
+    });
     let (cluster_pods, stream) = source.drain(&*cache, &runtime);
     let outcome = cache.finish(leak_at_end);
     let memory = sampler.finish();
@@ -433,6 +439,7 @@ pub fn run_row(
         queue_depth_end: watched.queue_depth_end,
         undelivered_max: watched.undelivered_max,
         stream_burst_max,
+        stream_events,
         list_us: summary(&running.reads.list),
         index_us: summary(&running.reads.index),
         peak_heap_bytes: memory.heap_peak_bytes,
