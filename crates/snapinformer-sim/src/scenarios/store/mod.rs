@@ -507,8 +507,8 @@ pub fn run_row(
     next_rv += p.updates as u64;
     log("saturation: applying without readers");
     settled(heap);
-    let (sched, process, threads) = (ThreadSched::now(), process_cpu(), ThreadsCpu::now());
-    let usage = ProcessUsage::now();
+    let (sched, usage, threads) = (ThreadSched::now(), ProcessUsage::now(), ThreadsCpu::now());
+    let process = usage.map(|u| u.cpu());
     let t = Instant::now();
     driver.apply_all(pool)?;
     report.apply_per_s = p.updates as f64 / t.elapsed().as_secs_f64();
@@ -520,8 +520,9 @@ pub fn run_row(
     // The phase left garbage (the pods it replaced) to a reclaimer or, in Go, to the next
     // collection: its cost is the CPU spent until the heap stops shrinking.
     settled(heap);
-    let reclaimed = process_cpu();
-    if let (Some(before), Some(after)) = (usage, ProcessUsage::now()) {
+    let reclaimed_usage = ProcessUsage::now();
+    let reclaimed = reclaimed_usage.map(|u| u.cpu());
+    if let (Some(before), Some(after)) = (usage, reclaimed_usage) {
         report.apply_kernel_cpu_us_per_update = Some(per_update(after.system_since(&before)));
     }
     if let (Some(before), Some(applied), Some(reclaimed)) = (process, applied, reclaimed) {
