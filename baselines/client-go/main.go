@@ -70,6 +70,7 @@ func runStoreCommand(args []string) error {
 	placementName := fs.String("placement", "unpinned", "where threads run: unpinned (any CPU) or pinned (readers on the last CPU, every other thread on the first)")
 	sweepFlag := fs.String("sweep", "", "offered rates of a sweep run after the open loop, comma-separated (e.g. 5000,20000)")
 	sweepDuration := fs.Duration("sweep-duration", 5*time.Second, "length of each point of the sweep")
+	readerWarmup := fs.Duration("reader-warmup", 0, "how long the readers run, unrecorded, before each phase with readers (the Rust parent passes its own)")
 	quick := fs.Bool("quick", false, "the small version: 5,000 pods, 50 nodes, 4 readers, 2 s at 5,000/s, 20,000 updates, sweep points of at most 1 s")
 	worker := fs.String("worker", "", "the row to run: "+strings.Join(backendNames, " or "))
 	workerOut := fs.String("worker-out", "", "where to write the report as JSON")
@@ -109,6 +110,7 @@ func runStoreCommand(args []string) error {
 		placement: pl,
 		sweep:     sweep,
 		sweepS:    sweepDuration.Seconds(),
+		warmup:    *readerWarmup,
 	}
 	if p.updates < 0 {
 		p.updates = max(p.objects, 20_000)
@@ -117,8 +119,8 @@ func runStoreCommand(args []string) error {
 		p.objects, p.nodes, p.readers, p.durationS, p.rate, p.updates, p.openLoop = 5000, 50, 4, 2, 5000, 20_000, true
 		p.sweepS = min(p.sweepS, 1)
 	}
-	if p.objects < 1 || p.readers < 0 {
-		return fmt.Errorf("--objects must be at least 1 and --readers not negative")
+	if p.objects < 1 || p.readers < 0 || p.warmup < 0 {
+		return fmt.Errorf("--objects must be at least 1, --readers and --reader-warmup not negative")
 	}
 	rep, err := runStore(*worker, p)
 	if err != nil {

@@ -44,11 +44,12 @@ type readers struct {
 	results []*readerLatency
 }
 
-// startReaders starts n readers and returns once all of them are about to start reading. Reader r
-// draws owners from `Rng::new(1000 + r)` and starts at operation r mod 3, as in Rust; after an
-// operation that took d it sleeps max(d*(n-1), 1ms), waking every 20 ms at most to check for stop
-// (through a sleeper, like the open loop's waits).
-func startReaders(idx cache.Indexer, n, owners int, pl *placement) *readers {
+// startReaders starts n readers together and returns after warmup, as the Rust `Readers::start`
+// does: only operations begun after the warm-up are recorded. Reader r draws owners from
+// `Rng::new(1000 + r)` and starts at operation r mod 3, as in Rust; after an operation that took
+// d it sleeps max(d*(n-1), 1ms), waking every 20 ms at most to check for stop (through a sleeper,
+// like the open loop's waits).
+func startReaders(idx cache.Indexer, n, owners int, pl *placement, warmup time.Duration) *readers {
 	rs := &readers{results: make([]*readerLatency, n)}
 	if pl.pinned {
 		pl.mu.Lock()
@@ -71,6 +72,7 @@ func startReaders(idx cache.Indexer, n, owners int, pl *placement) *readers {
 			rs.results[r] = lat
 			ready.Done()
 			<-begin
+			measureFrom := time.Now().Add(warmup)
 			var sink int
 			for op := r; !rs.stop.Load(); op++ {
 				owner := rng.below(owners)
@@ -95,15 +97,17 @@ func startReaders(idx cache.Indexer, n, owners int, pl *placement) *readers {
 				}
 				d := time.Since(t)
 				sink += got
-				switch op % 3 {
-				case 0:
-					lat.nsList.record(d)
-				case 1:
-					lat.list.record(d)
-				default:
-					lat.index.record(d)
+				if !t.Before(measureFrom) {
+					switch op % 3 {
+					case 0:
+						lat.nsList.record(d)
+					case 1:
+						lat.list.record(d)
+					default:
+						lat.index.record(d)
+					}
+					lat.ops++
 				}
-				lat.ops++
 				pause := max(d*time.Duration(max(n-1, 0)), time.Millisecond)
 				until := time.Now().Add(pause)
 				for !rs.stop.Load() {
@@ -122,6 +126,7 @@ func startReaders(idx cache.Indexer, n, owners int, pl *placement) *readers {
 		panic(err.Error())
 	}
 	close(begin)
+	time.Sleep(warmup)
 	return rs
 }
 

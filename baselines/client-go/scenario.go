@@ -27,6 +27,8 @@ type storeParams struct {
 	// sweep are the offered rates of the sweep (none: no sweep); sweepS is each point's length.
 	sweep  []uint64
 	sweepS float64
+	// warmup is how long the readers run, unrecorded, before each phase with readers.
+	warmup time.Duration
 }
 
 // sweepCount is the number of updates of the sweep point at rate (at least one), as in Rust.
@@ -181,7 +183,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	nextRV += uint64(p.updates)
 	progress("saturation: applying with readers")
 	settle()
-	rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement)
+	rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
 	t = time.Now()
 	if err := b.applyAll(pool); err != nil {
 		rs.finish()
@@ -199,7 +201,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 		nextRV += uint64(olCount)
 		progress("open loop: %d updates/s for %.0fs with %d readers", p.rate, p.durationS, p.readers)
 		settle()
-		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement)
+		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
 		ol, err := b.openLoop(pool, p.rate)
 		rl := rs.finish()
 		if err != nil {
@@ -226,7 +228,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 		digest.add(fmt.Sprintf("sweep-%d", rate), pool)
 		progress("sweep %d/s for %.0fs with %d readers", rate, p.sweepS, p.readers)
 		settle()
-		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement)
+		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
 		ol, err := b.openLoop(pool, rate)
 		rl := rs.finish()
 		if err != nil {

@@ -206,6 +206,8 @@ pub fn run(p: &InformerParams, progress: &dyn Fn(&str)) -> Result<InformerReport
         p.readers,
         &shape,
         cores.readers,
+        // As `store`'s readers: past the burst of their first reads before the open loop.
+        super::store::readers::DEFAULT_WARMUP.min(Duration::from_secs_f64(p.duration_s / 4.0)),
     );
     progress(&format!(
         "open loop: {} updates/s for {:.0}s with {} readers",

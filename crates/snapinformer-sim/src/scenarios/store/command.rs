@@ -28,6 +28,11 @@ use crate::{
     scenarios::LoadArgs,
 };
 
+use super::readers::DEFAULT_WARMUP;
+
+/// The readers' warm-up with `--quick`, whose phases last about 2 s.
+const QUICK_READER_WARMUP: Duration = Duration::from_millis(500);
+
 /// Arguments of `snapinformer-sim store`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StoreArgs {
@@ -77,6 +82,13 @@ pub struct StoreArgs {
     /// (`harness::worker::DEFAULT_REST` gives the measurements). `0s` for none.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub rest: Option<Duration>,
+    /// How long the readers run, unrecorded, before each phase with readers (saturation with
+    /// readers, the open loop, each sweep point), every row alike (default 2s, 500ms with
+    /// --quick). Ten readers started at the same instant first make a burst of ten concurrent
+    /// reads, which a controller manager's readers, already running, do not; `0s` measures
+    /// from their start, as runs before 2026-12-03 did.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub reader_warmup: Option<Duration>,
     /// Runs of the whole set of rows; the report gives the median and the range of every
     /// figure (default 3, or 1 with --quick).
     #[arg(long)]
@@ -117,6 +129,10 @@ impl StoreArgs {
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
             rest_s: rest_seconds(self.rest, self.quick),
+            reader_warmup_s: self
+                .reader_warmup
+                .unwrap_or(if self.quick { QUICK_READER_WARMUP } else { DEFAULT_WARMUP })
+                .as_secs_f64(),
         };
         if self.quick {
             p.objects = 5000;
@@ -311,6 +327,8 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
         arg_name(&p.pod_profile),
         "--placement".into(),
         arg_name(&p.placement),
+        "--reader-warmup".into(),
+        format!("{}ms", (p.reader_warmup_s * 1e3).round() as u64),
     ];
     if p.writer_priority != WriterPriority::Normal {
         a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
@@ -451,6 +469,21 @@ mod tests {
         }
         let args = std::iter::once("store").chain(args.iter().copied());
         <Cli as clap::Parser>::try_parse_from(args).map(|cli| cli.store)
+    }
+
+    #[test]
+    fn readers_warm_up_two_seconds_by_default_half_a_second_when_quick_and_every_worker_is_told() {
+        let warmup = |flags: &[&str]| parse(flags).expect("valid flags").params().reader_warmup_s;
+        assert_eq!(warmup(&[]), 2.0);
+        assert_eq!(warmup(&["--quick"]), 0.5);
+        assert_eq!(warmup(&["--reader-warmup", "0s"]), 0.0);
+        assert!(parse(&["--reader-warmup", "a while"]).is_err(), "a warm-up is a duration");
+        let p = parse(&["--reader-warmup", "1500ms"]).expect("valid flags").params();
+        for in_process in [true, false] {
+            let args = worker_args_for(&p, in_process);
+            let at = args.iter().position(|a| a == "--reader-warmup").expect("passed on");
+            assert_eq!(args[at + 1], "1500ms", "in process: {in_process}");
+        }
     }
 
     #[test]

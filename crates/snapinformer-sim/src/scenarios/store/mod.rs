@@ -127,6 +127,11 @@ pub struct StoreParams {
     /// heap on memory the previous row just freed (`--rest`; 0 in reports from before it).
     #[serde(default)]
     pub rest_s: f64,
+    /// Seconds the readers ran before each phase with readers, unrecorded, so that the phase
+    /// meets them paced rather than in the burst of their first operations (`--reader-warmup`;
+    /// 0 in reports from before it).
+    #[serde(default)]
+    pub reader_warmup_s: f64,
 }
 
 /// Bytes measured in the memory phase.
@@ -541,7 +546,8 @@ pub fn run_row(
     next_rv += p.updates as u64;
     log("saturation: applying with readers");
     settled(heap);
-    let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
+    let warmup = Duration::from_secs_f64(p.reader_warmup_s);
+    let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers, warmup);
     let sched = ThreadSched::now();
     let t = Instant::now();
     let applied = driver.apply_all(pool);
@@ -563,7 +569,7 @@ pub fn run_row(
             p.rate, p.duration_s, p.readers
         ));
         settled(heap);
-        let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers);
+        let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers, warmup);
         let threads = ThreadsCpu::now();
         let priority = p.writer_priority.enter();
         let ol = driver.open_loop(pool, p.rate);
@@ -611,6 +617,7 @@ pub fn run_row(
             readers: p.readers,
             duration_s: p.sweep_duration_s,
             reader_core: cores.readers,
+            reader_warmup: warmup,
             writer_priority: p.writer_priority,
             seed: 100 + i as u64,
             heap,

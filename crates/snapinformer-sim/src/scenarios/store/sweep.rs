@@ -75,6 +75,8 @@ pub struct Load<'a> {
     pub duration_s: f64,
     /// Where the readers are pinned, if anywhere.
     pub reader_core: Option<core_affinity::CoreId>,
+    /// How long the readers run, unrecorded, before the point starts.
+    pub reader_warmup: std::time::Duration,
     /// How the writer is scheduled during the point.
     pub writer_priority: WriterPriority,
     /// Seed of the point's updates.
@@ -100,7 +102,13 @@ pub fn point(
     super::add_to_digest(digest, &format!("sweep-{rate}"), &pool);
     log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
     settled(load.heap);
-    let readers = Readers::start(reader.clone(), load.readers, load.shape, load.reader_core);
+    let readers = Readers::start(
+        reader.clone(),
+        load.readers,
+        load.shape,
+        load.reader_core,
+        load.reader_warmup,
+    );
     load.writer_priority.enter();
     let ol = row.open_loop(pool, rate);
     load.writer_priority.leave();
