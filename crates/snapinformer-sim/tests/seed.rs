@@ -16,7 +16,7 @@ use snapinformer_sim::{
     scenarios::seed::{
         self, Mode, Row, SeedParams,
         cache::{Classifier, SeedCache, Wiring},
-        cluster::{InprocCluster, StreamPriority},
+        cluster::{InprocCluster, StreamFill, StreamPriority},
         controllers::{
             ControllerConfig, Controllers, DaemonListMode, DaemonSpec, PodManagement, Running,
             SetListMode, SetSpec,
@@ -45,6 +45,7 @@ fn params() -> SeedParams {
         placement: Placement::Unpinned,
         // Tests share the machine: no real-time thread.
         stream_priority: StreamPriority::Normal,
+        stream_fill: StreamFill::Refresh,
         informer_batch_window_s: None,
         baseline_batch_window_s: None,
         prefault_gib: 0.0,
@@ -349,6 +350,9 @@ fn with_read_your_writes_every_row_converges_in_process_without_wrong_decisions(
         let events = report.stream_events;
         assert_eq!(events.starts, 126, "{cache:?}: {events:?}");
         assert!(events.writes >= 126, "{cache:?}: {events:?}");
+        // Slots left free by the writes and the starts (the settling time's at least) carry
+        // refreshes of running pods.
+        assert!(events.refreshes > 0, "{cache:?}: {events:?}");
         // The stream delivers each event's own copy: kube-rs' store copies it once, itself.
         assert_eq!(report.extra_copies, 0, "{cache:?}");
         assert!(report.staleness_us.count > 0, "{cache:?}");
@@ -362,6 +366,24 @@ fn with_read_your_writes_every_row_converges_in_process_without_wrong_decisions(
         assert!(cpu("watch-stream") > 0.0, "{cache:?}: {:?}", report.cpu_by_thread_s);
         let writer = if cache.is_ours() { "informer" } else { "applier" };
         assert!(cpu(writer) > 0.0, "{cache:?}: {writer}: {:?}", report.cpu_by_thread_s);
+    }
+}
+
+#[test]
+fn with_an_idle_fill_the_stream_delivers_no_refreshes_and_the_controllers_still_converge() {
+    let params = SeedParams { stream_fill: StreamFill::Idle, ..params() };
+    for cache in [CacheKind::SnapshotBg, CacheKind::LockedBatch] {
+        let row = Row { cache, read_your_writes: true };
+        let report =
+            seed::run_row(row, Mode::Inproc, &params, None, &NoHeap, &|_| {}, false).unwrap();
+        assert!(report.time_to_all_running_s.is_some(), "{cache:?} did not converge");
+        assert_eq!(report.conflicts_409, 0, "{cache:?}");
+        assert_eq!(report.cache_pods, report.cluster_pods, "{cache:?}");
+        let events = report.stream_events;
+        assert_eq!(events.refreshes, 0, "{cache:?}: {events:?}");
+        assert_eq!(events.starts, 126, "{cache:?}: {events:?}");
+        // The settling time alone leaves about a thousand slots with nothing to deliver.
+        assert!(events.idle > 0, "{cache:?}: {events:?}");
     }
 }
 

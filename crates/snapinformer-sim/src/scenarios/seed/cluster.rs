@@ -155,6 +155,34 @@ impl StreamPriority {
     }
 }
 
+/// What the in-process stream delivers in a slot that has no write and no pod to start.
+///
+/// The stream keeps an exact rate so that every cache receives the same load, and by default
+/// fills such slots with a status refresh of a running pod, as a kubelet's periodic updates
+/// would. Each refresh is a full pod copy that the cache applies and that the controllers'
+/// handlers turn into a sync of its owner. A run whose controllers fall behind leaves more
+/// slots without a write, so it gets more refreshes: `idle` leaves those slots empty, which
+/// takes that possible feedback out (a control; the headline keeps `refresh`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamFill {
+    /// A status refresh of a running pod chosen at random (the default).
+    #[default]
+    Refresh,
+    /// Nothing: the slot stays idle, and the stream delivers fewer events than its rate.
+    Idle,
+}
+
 /// What the stream thread cost.
 #[derive(Debug, Clone, Default)]
 pub struct StreamStats {
@@ -207,7 +235,8 @@ struct Truth {
 /// fixed rate, open loop, as a watch delivers them whatever the cache does: each delivery slot
 /// carries the oldest undelivered write, or, when there is none, a kubelet status update (the
 /// start of a pod whose startup delay has passed, else a status refresh of a running pod). So
-/// the cache receives exactly `rate` events per second, as in the `store` scenario.
+/// the cache receives exactly `rate` events per second, as in the `store` scenario (unless
+/// [`StreamFill::Idle`] leaves the slots without a write or a start empty).
 ///
 /// Each delivered event carries its own copy of the object, as a watch client decodes its own
 /// copy of every event: the cache never shares objects with the cluster, and a cache that takes
@@ -220,6 +249,7 @@ pub struct InprocCluster {
     truth: Mutex<Truth>,
     queue: Arc<dyn Queue<Pod>>,
     startup_delay: Duration,
+    fill: StreamFill,
     slots: Arc<SlotLog>,
     /// Delivery time minus scheduled slot, per event delivered on schedule.
     pub lateness: Lateness,
@@ -232,7 +262,8 @@ pub struct InprocCluster {
     /// The kubelet's status updates that started a pod (Pending to Running).
     pub kubelet_starts: AtomicU64,
     /// The kubelet's refreshes of a running pod's status: what a slot delivers when there is
-    /// no write and no pod to start (the stream keeps its rate).
+    /// no write and no pod to start (the stream keeps its rate; none with
+    /// [`StreamFill::Idle`]).
     pub kubelet_refreshes: AtomicU64,
     /// Delivery slots that found nothing to deliver.
     pub idle_slots: AtomicU64,
@@ -257,6 +288,7 @@ impl InprocCluster {
             }),
             queue,
             startup_delay,
+            fill: StreamFill::Refresh,
             slots,
             lateness: Lateness::default(),
             slot_cost: Lateness::default(),
@@ -268,6 +300,14 @@ impl InprocCluster {
             burst_max: AtomicU64::new(0),
             status_writes: AtomicU64::new(0),
         }
+    }
+
+    /// The same cluster with `fill` for the slots that have no write and no pod to start
+    /// (default [`StreamFill::Refresh`]).
+    #[must_use]
+    pub fn with_fill(mut self, fill: StreamFill) -> Self {
+        self.fill = fill;
+        self
     }
 
     /// Pods in the cluster.
@@ -417,7 +457,7 @@ impl InprocCluster {
         let refresh = started.is_none();
         let key = match started {
             Some(key) => key,
-            None if truth.running.is_empty() => return None,
+            None if truth.running.is_empty() || self.fill == StreamFill::Idle => return None,
             None => {
                 let i = rng.below(truth.running.len());
                 let key = truth.running[i].clone();

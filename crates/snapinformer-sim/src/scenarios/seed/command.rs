@@ -9,7 +9,7 @@ use std::{
 
 use super::{
     Mode, Row, RowSpec, SeedParams,
-    cluster::StreamPriority,
+    cluster::{StreamFill, StreamPriority},
     controllers::{DaemonListMode, PodManagement, SetListMode},
     report::{self, ModeReport, SeedReport, SeedRowReport},
 };
@@ -94,6 +94,12 @@ pub struct SeedArgs {
     /// so that it keeps its schedule whatever the controllers do, or normal.
     #[arg(long, value_enum, default_value_t = StreamPriority::Realtime)]
     pub stream_priority: StreamPriority,
+    /// inproc: what the stream delivers in a slot with no write and no pod to start: a status
+    /// refresh of a running pod (the default, at the stream's exact rate), or nothing (`idle`,
+    /// a control: a run whose controllers fall behind then gets no extra refreshes to apply
+    /// and sync on).
+    #[arg(long, value_enum, default_value_t = StreamFill::Refresh)]
+    pub stream_fill: StreamFill,
     /// The `snapinformer` rows' batch window (`InformerBuilder::batch_window`): under a steady
     /// stream, at most one publication per window unless a batch is full (default: the
     /// informer's, 1 ms; `0s`: none).
@@ -175,6 +181,7 @@ impl SeedArgs {
             http_pod_profile: self.pod_profile.unwrap_or(PodProfile::Small),
             placement: self.placement,
             stream_priority: self.stream_priority,
+            stream_fill: self.stream_fill,
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             baseline_batch_window_s: self.baseline_batch_window.map(|w| w.as_secs_f64()),
             prefault_gib: self.prefault_gib,
@@ -445,6 +452,7 @@ fn worker_flags(
     add(&mut flags, &["--policy", &arg_name(&p.policy)]);
     add(&mut flags, &["--placement", &arg_name(&p.placement)]);
     add(&mut flags, &["--stream-priority", &arg_name(&p.stream_priority)]);
+    add(&mut flags, &["--stream-fill", &arg_name(&p.stream_fill)]);
     add(&mut flags, &["--worker", &row.name()]);
     add(&mut flags, &["--worker-mode", mode.name()]);
     add(&mut flags, &["--worker-out"]);

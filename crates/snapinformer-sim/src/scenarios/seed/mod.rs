@@ -48,7 +48,7 @@ use std::{
 };
 
 use crate::{harness::placement::Placement, pods::PodProfile, rows::CacheKind};
-use cluster::StreamPriority;
+use cluster::{StreamFill, StreamPriority};
 use controllers::{DaemonListMode, PodManagement, SetListMode};
 
 pub use run::run_row;
@@ -198,6 +198,9 @@ pub struct SeedParams {
     /// inproc: how the cluster model's stream is scheduled.
     #[serde(default)]
     pub stream_priority: StreamPriority,
+    /// inproc: what the stream delivers in a slot with no write and no pod to start.
+    #[serde(default)]
+    pub stream_fill: StreamFill,
     /// The `snapinformer` rows' batch window in seconds (`None`: the informer's default; 0:
     /// none).
     #[serde(default)]

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use super::{KCM_ROW, Mode, SeedParams, pipeline::MAX_BATCH};
+use super::{KCM_ROW, Mode, SeedParams, cluster::StreamFill, pipeline::MAX_BATCH};
 use crate::harness::{
     heap::MemoryTrace,
     repeat::RepeatInfo,
@@ -585,6 +585,10 @@ pub fn describe(p: &SeedParams) -> String {
         p.rate,
         p.stream_priority
     ) + &batch_windows(p)
+        + match p.stream_fill {
+            StreamFill::Refresh => "",
+            StreamFill::Idle => "; slots without a write or a start left idle (no refreshes)",
+        }
         + &format!("; {:.0} s rest before each row", p.rest_s)
         + &if p.prefault_gib > 0.0 {
             format!(

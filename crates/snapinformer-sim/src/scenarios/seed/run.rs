@@ -172,8 +172,10 @@ impl Source {
                 Ok(Source::Http { cluster, reflector, client: client.clone() })
             }
             None => {
-                let cluster =
-                    Arc::new(InprocCluster::new(cache.queue(), slots, params.startup_delay()));
+                let cluster = Arc::new(
+                    InprocCluster::new(cache.queue(), slots, params.startup_delay())
+                        .with_fill(params.stream_fill),
+                );
                 // The stream stands for the API server, which is neither the cache's writer nor
                 // a controller: never pinned.
                 let stop = Arc::new(AtomicBool::new(false));
