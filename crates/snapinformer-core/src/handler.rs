@@ -14,7 +14,7 @@ use std::{
 };
 
 use prometheus_client::metrics::gauge::Gauge;
-use snapinformer_store::{Backend, Snapshot};
+use snapinformer_store::{Backend, RECLAIM_BACKLOG_MIN, Reclaimer, Snapshot};
 use tokio::sync::watch;
 
 use crate::{delta::DeltaObject, freshness::Progress};
@@ -55,6 +55,17 @@ impl<T> Clone for Notification<T> {
         }
     }
 }
+
+/// Where handler threads send the notifications they have handled, so that they never free an
+/// object themselves: the informer's handler reclaimer (a thread that only drops what it is
+/// handed, at the store's reclaimer priority; present when the store frees in the background).
+/// Every handled notification goes there, not only those holding a last reference: the store's
+/// reclaimer may let an object go between such a check and the drop that follows it.
+pub(crate) type HandlerReclaimer<T> = Arc<Mutex<Reclaimer<Vec<Notification<T>>>>>;
+
+/// Notifications a handler thread collects before it hands them to the reclaimer: at most
+/// this many, and whatever it holds when its buffer runs empty.
+const HANDLER_GARBAGE_BATCH: usize = 1000;
 
 impl<T> fmt::Debug for Notification<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -296,13 +307,15 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
         self.ready.notify_all();
     }
 
-    fn next(&self) -> Option<Message<T, B>> {
+    /// The next message, waiting for one, and whether more are buffered behind it; `None`
+    /// once the buffer is closed and (if drained) empty.
+    fn next(&self) -> Option<(Message<T, B>, bool)> {
         let mut st = self.lock();
         loop {
             if let Some(msg) = st.items.pop_front() {
                 crate::spare::shrink_deque(&mut st.items);
                 self.depth.dec();
-                return Some(msg);
+                return Some((msg, !st.items.is_empty()));
             }
             if st.closed {
                 return None;
@@ -360,13 +373,17 @@ impl Drop for StoppedOnDrop {
     }
 }
 
-/// Starts a handler's thread.
+/// Starts a handler's thread. With a `reclaimer`, the thread frees no object itself: it hands
+/// the notifications it has handled to the reclaimer (in batches, and whenever its buffer runs
+/// empty), so that a handler's progress never includes freeing the state an update superseded
+/// (about 20 µs for a `k8s_openapi` pod), as Go's handlers leave that to the garbage collector.
 pub(crate) fn spawn_handler<T, B, H>(
     name: &str,
     mut handler: H,
     depth: Gauge,
     shared: Arc<HandlerShared>,
     panic_delay: Duration,
+    reclaimer: Option<HandlerReclaimer<T>>,
 ) -> std::io::Result<Arc<Buffer<T, B>>>
 where
     T: Send + Sync + 'static,
@@ -385,7 +402,17 @@ where
     std::thread::Builder::new().name(thread_name).spawn(move || {
         let _stopped = StoppedOnDrop(shared.clone());
         let mut after_panic = false;
-        while let Some(msg) = buf.next() {
+        let mut garbage: Vec<Notification<T>> = Vec::new();
+        let hand_over = |garbage: &mut Vec<Notification<T>>| {
+            if let (Some(reclaimer), false) = (&reclaimer, garbage.is_empty()) {
+                let batch = std::mem::take(garbage);
+                let weight = batch.len();
+                // Beyond the bound the batch is dropped here, as the store's writer frees
+                // inline when its reclaimer is that far behind.
+                lock_reclaimer(reclaimer).hand_over(batch, weight, RECLAIM_BACKLOG_MIN);
+            }
+        };
+        while let Some((msg, more)) = buf.next() {
             if after_panic {
                 // As client-go does: a handler that panics on everything must not spin.
                 std::thread::sleep(panic_delay);
@@ -399,6 +426,9 @@ where
                         Notification::Update { old, new } => handler.on_update(old, new),
                         Notification::Delete { obj } => handler.on_delete(obj),
                     }));
+                    if reclaimer.is_some() {
+                        garbage.push(n);
+                    }
                     (initial, r)
                 }
                 Message::Replay(snapshot) => {
@@ -419,9 +449,17 @@ where
             if initial && shared.pending_initial.fetch_sub(1, Ordering::SeqCst) == 1 {
                 shared.bump();
             }
+            if !more || garbage.len() >= HANDLER_GARBAGE_BATCH {
+                hand_over(&mut garbage);
+            }
         }
+        hand_over(&mut garbage);
     })?;
     Ok(buffer)
+}
+
+fn lock_reclaimer<G: Send + 'static>(r: &Mutex<Reclaimer<G>>) -> MutexGuard<'_, Reclaimer<G>> {
+    r.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A handle on a registered handler (client-go's `ResourceEventHandlerRegistration`).

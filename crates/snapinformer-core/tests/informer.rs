@@ -14,7 +14,8 @@ use std::{
 
 use common::{Obj, access, eventually, key, labeled, obj};
 use snapinformer_core::{
-    DeltaObject, HandlerOptions, Informer, InformerFactory, Notification, Processing, QueueKind,
+    DeltaObject, HandlerOptions, Informer, InformerBuilder, InformerFactory, Notification,
+    Processing, QueueKind,
 };
 use snapinformer_store::{IndexFn, StoreBuilder};
 use tokio::time::timeout;
@@ -1188,4 +1189,88 @@ async fn batch_window_works_on_a_dedicated_processing_thread() {
     }
     assert_eq!(snap.len(), 6);
     inf.shutdown().await;
+}
+
+/// An object that records the name of the thread that frees it.
+#[derive(Debug)]
+struct Traced {
+    name: String,
+    rv: String,
+    freed_on: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl snapinformer_store::Object for Traced {
+    fn name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+    fn namespace(&self) -> Option<&str> {
+        Some("default")
+    }
+    fn resource_version(&self) -> Option<&str> {
+        Some(&self.rv)
+    }
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        let thread = std::thread::current().name().unwrap_or("").to_owned();
+        self.freed_on.lock().unwrap().push((self.rv.clone(), thread));
+    }
+}
+
+#[tokio::test]
+async fn handler_threads_leave_freeing_superseded_objects_to_a_reclaimer() {
+    for background in [true, false] {
+        let freed_on: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+        let traced = |rv: u64| {
+            Arc::new(Traced { name: "a".into(), rv: rv.to_string(), freed_on: freed_on.clone() })
+        };
+        let store = StoreBuilder::new(snapinformer_store::ObjectAccess::<Traced>::of())
+            .background_reclaim(background);
+        let inf = InformerBuilder::with_store(store).name("traced").build().unwrap();
+        // The handler holds each notification a while, so that the store has let the old
+        // state go before the handler's thread is done with it: its reference is the last.
+        let handled = Arc::new(AtomicUsize::new(0));
+        let h = handled.clone();
+        inf.add_event_handler_with(
+            move |_: &Notification<Traced>| {
+                std::thread::sleep(Duration::from_millis(20));
+                h.fetch_add(1, Ordering::SeqCst);
+            },
+            HandlerOptions::new().name("slow"),
+        )
+        .unwrap();
+        inf.start().unwrap();
+        for rv in 1..=20 {
+            inf.queue().update(traced(rv)).unwrap();
+        }
+        inf.wait_for("20", Duration::from_secs(5)).await.unwrap();
+        eventually("20 notifications handled", || handled.load(Ordering::SeqCst) == 20).await;
+        inf.shutdown().await;
+        drop(inf);
+        let freed = freed_on.lock().unwrap().clone();
+        let on_handler: Vec<_> =
+            freed.iter().filter(|(_, thread)| thread.starts_with("handler-")).collect();
+        if background {
+            // Versions 1 to 19 were superseded; whichever of the store and the handler let
+            // each go last, no handler thread freed it.
+            assert!(freed.len() >= 19, "{freed:?}");
+            assert!(on_handler.is_empty(), "freed on a handler thread: {on_handler:?}");
+            // Each was freed by one of the two reclaimers, whichever let it go last.
+            let superseded: Vec<_> =
+                freed.iter().filter(|(rv, _)| rv.parse::<u64>().unwrap() < 20).collect();
+            assert_eq!(superseded.len(), 19, "{freed:?}");
+            for (rv, thread) in superseded {
+                assert!(
+                    ["snapinformer-reclaim", "snapinformer-handler-reclaim"]
+                        .contains(&thread.as_str()),
+                    "version {rv} freed on {thread:?}"
+                );
+            }
+        } else {
+            // Without background reclamation nothing changes: the handler frees what it
+            // holds last (so the test would see a regression of the case above).
+            assert!(!on_handler.is_empty(), "{freed:?}");
+        }
+    }
 }
