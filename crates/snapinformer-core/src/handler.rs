@@ -409,7 +409,7 @@ where
                 let weight = batch.len();
                 // Beyond the bound the batch is dropped here, as the store's writer frees
                 // inline when its reclaimer is that far behind.
-                lock_reclaimer(reclaimer).hand_over(batch, weight, RECLAIM_BACKLOG_MIN);
+                crate::informer::lock(reclaimer).hand_over(batch, weight, RECLAIM_BACKLOG_MIN);
             }
         };
         while let Some((msg, more)) = buf.next() {
@@ -456,10 +456,6 @@ where
         hand_over(&mut garbage);
     })?;
     Ok(buffer)
-}
-
-fn lock_reclaimer<G: Send + 'static>(r: &Mutex<Reclaimer<G>>) -> MutexGuard<'_, Reclaimer<G>> {
-    r.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A handle on a registered handler (client-go's `ResourceEventHandlerRegistration`).

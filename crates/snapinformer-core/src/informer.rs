@@ -486,7 +486,7 @@ impl<T: Send + Sync + 'static, B: Backend> Drop for Shared<T, B> {
     }
 }
 
-fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -63,10 +63,11 @@
 //!   snapshot, whatever the store's size.
 //! - Handlers free nothing when the store reclaims in the background (its default): each
 //!   handler thread hands the notifications it has handled, in batches, to one reclaimer
-//!   thread per informer (`snapinformer-handler-reclaim`), so the last reference to a superseded object is never dropped on a
-//!   handler's thread (freeing a `k8s_openapi` pod takes about 20 µs; in the `store`
-//!   benchmark, runs in which the handler's thread paid it applied a third to a half fewer updates
-//!   a second than runs in which the store's reclaimer did, BENCHMARKS.md).
+//!   thread per informer (`snapinformer-handler-reclaim`), so the last reference to a
+//!   superseded object is never dropped on a handler's thread (freeing a `k8s_openapi` pod
+//!   takes about 20 µs; in the `store` benchmark, runs in which the handler's thread paid it
+//!   applied a third to a half fewer updates a second than runs in which the store's
+//!   reclaimer did, BENCHMARKS.md).
 //! - Queues are unbounded unless [`QueueConfig::max_depth`] is set; then producers block
 //!   (counted in the metrics) until the processing loop catches up.
 //! - The processing loop is a task on the runtime that starts the informer, by default; with
