@@ -353,6 +353,10 @@ impl Rng {
 /// Builds `count` pods with `make(i)` on every core (generation is the slow part of a run, not
 /// something measured).
 pub fn generate(count: usize, make: impl Fn(usize) -> Pod + Sync) -> Vec<Arc<Pod>> {
+    generate_arcs(count, &|i| Arc::new(make(i)))
+}
+
+fn generate_arcs(count: usize, make: &(dyn Fn(usize) -> Arc<Pod> + Sync)) -> Vec<Arc<Pod>> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8);
     let per = count.div_ceil(threads).max(1);
     let make = &make;
@@ -360,12 +364,23 @@ pub fn generate(count: usize, make: impl Fn(usize) -> Pod + Sync) -> Vec<Arc<Pod
         let parts: Vec<_> = (0..count)
             .step_by(per)
             .map(|start| {
-                s.spawn(move || {
-                    (start..(start + per).min(count)).map(|i| Arc::new(make(i))).collect::<Vec<_>>()
-                })
+                s.spawn(move || (start..(start + per).min(count)).map(make).collect::<Vec<_>>())
             })
             .collect();
         parts.into_iter().flat_map(|h| h.join().expect("generator thread panicked")).collect()
+    })
+}
+
+/// [`generate`], each pod then rebuilt in an arena of its own by the reflector transform a user
+/// sets for it ([`snapinformer_kube::transform::into_arena`]), before it is wrapped in its `Arc`
+/// (which stays on the ordinary heap, beside the other pods' `Arc`s); the decoded original is
+/// dropped. Without [`snapinformer_arena::ArenaAlloc`] as the global allocator these are
+/// ordinary pods.
+pub fn generate_in_arenas(count: usize, make: impl Fn(usize) -> Pod + Sync) -> Vec<Arc<Pod>> {
+    generate_arcs(count, &|i| {
+        let mut decoded = make(i);
+        snapinformer_kube::transform::into_arena(&mut decoded);
+        Arc::new(decoded)
     })
 }
 

@@ -79,6 +79,10 @@ pub const NAME: &str = "snapinformer";
 /// Report name of the row whose informer caches compact pods.
 pub const COMPACT_NAME: &str = "snapinformer-compact";
 
+/// Report name of the row whose informer caches `k8s_openapi` pods each built in an arena of
+/// its own ([`snapinformer_arena::build`]), as a reflector would right after decoding.
+pub const ARENA_NAME: &str = "snapinformer-arena";
+
 /// What the row needs of the objects its informer caches: `k8s_openapi` pods for
 /// [`NAME`], compact pods for [`COMPACT_NAME`].
 pub trait RowObject: Send + Sync + 'static {

@@ -152,6 +152,10 @@ pub struct MemoryReport {
     pub structure_per_entry_holding: f64,
     /// Structure bytes per entry after that reader let go.
     pub structure_per_entry_released: f64,
+    /// For rows whose pods are built in arenas: the arena slots' bytes per pod (whole pages),
+    /// where `bytes_per_object` counts what the pods asked for; absent for the others.
+    #[serde(default)]
+    pub arena_slot_bytes_per_object: Option<u64>,
 }
 
 /// Each read alone, single-threaded, no writer: medians in microseconds (nanoseconds for the
@@ -349,6 +353,9 @@ pub enum InProcessRow {
     Informer,
     /// The `snapinformer-compact` row: the same informer caching compact pods.
     InformerCompact,
+    /// The `snapinformer-arena` row: the same informer caching the same `k8s_openapi` pods,
+    /// each built in an arena of its own ([`snapinformer_arena`]).
+    InformerArena,
 }
 
 impl InProcessRow {
@@ -358,13 +365,17 @@ impl InProcessRow {
             InProcessRow::Cache(kind) => kind.name(),
             InProcessRow::Informer => informer_row::NAME,
             InProcessRow::InformerCompact => informer_row::COMPACT_NAME,
+            InProcessRow::InformerArena => informer_row::ARENA_NAME,
         }
     }
 
     /// Whether the row is one of our whole informers (its writer is the informer's processing
     /// task, not the scenario's thread).
     pub fn is_informer(self) -> bool {
-        matches!(self, InProcessRow::Informer | InProcessRow::InformerCompact)
+        matches!(
+            self,
+            InProcessRow::Informer | InProcessRow::InformerCompact | InProcessRow::InformerArena
+        )
     }
 
     /// The row named `name`, if this executable runs it.
@@ -375,6 +386,9 @@ impl InProcessRow {
         if name == informer_row::COMPACT_NAME {
             return Some(InProcessRow::InformerCompact);
         }
+        if name == informer_row::ARENA_NAME {
+            return Some(InProcessRow::InformerArena);
+        }
         CacheKind::parse(name).map(InProcessRow::Cache)
     }
 
@@ -384,6 +398,7 @@ impl InProcessRow {
         match self {
             InProcessRow::Cache(kind) => kind.objects(count, make),
             InProcessRow::Informer => Objects::Pods(pods::generate(count, make)),
+            InProcessRow::InformerArena => Objects::Pods(pods::generate_in_arenas(count, make)),
             InProcessRow::InformerCompact => {
                 Objects::Compact(crate::rows::compact::generate(count, &make))
             }
@@ -394,13 +409,15 @@ impl InProcessRow {
         let reclaim = p.reclaim_priority;
         Ok(match self {
             InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind, reclaim)),
-            InProcessRow::Informer => Box::new(informer_row::InformerRow::<Pod>::start(
-                informer_row::NAME,
-                p.placement.cores(),
-                reclaim,
-                p.informer_processing,
-                p.informer_batch_window_s.map(Duration::from_secs_f64),
-            )?),
+            InProcessRow::Informer | InProcessRow::InformerArena => {
+                Box::new(informer_row::InformerRow::<Pod>::start(
+                    self.name(),
+                    p.placement.cores(),
+                    reclaim,
+                    p.informer_processing,
+                    p.informer_batch_window_s.map(Duration::from_secs_f64),
+                )?)
+            }
             InProcessRow::InformerCompact => {
                 Box::new(informer_row::InformerRow::<CompactPod>::start(
                     informer_row::COMPACT_NAME,
@@ -648,9 +665,13 @@ fn memory_phase(
     let mut next_rv = shape.total() as u64 + 1;
     log("memory: generating pods");
     let h0 = heap_now(heap);
+    let slots0 = snapinformer_arena::stats().slot_bytes;
     let initial =
         row.objects(shape.total(), |i| pods::make_pod(shape, i, i as u64 + 1, i % shape.nodes));
     let h1 = heap.current();
+    let slot_bytes = snapinformer_arena::stats().slot_bytes.saturating_sub(slots0);
+    report.memory.arena_slot_bytes_per_object =
+        (slot_bytes > 0).then(|| slot_bytes / shape.total() as u64);
     add_to_digest(digest, "initial", &initial);
     let sample = initial.len().min(100);
     let json_bytes: u64 = (0..sample)

@@ -71,9 +71,10 @@ impl Group {
 /// The group of the row named `name`.
 pub fn group(name: &str) -> Group {
     match name {
-        super::informer_row::NAME | super::informer_row::COMPACT_NAME | CLIENT_GO => {
-            Group::Pipeline
-        }
+        super::informer_row::NAME
+        | super::informer_row::COMPACT_NAME
+        | super::informer_row::ARENA_NAME
+        | CLIENT_GO => Group::Pipeline,
         "snapshot" | "snapshot-bg" | CLIENT_GO_INDEXER => Group::Store,
         _ => Group::Control,
     }
@@ -117,6 +118,7 @@ pub fn registry() -> Vec<StoreRow> {
         in_process(InProcessRow::Cache(CacheKind::SnapshotBg)),
         go(CLIENT_GO_INDEXER),
         in_process(InProcessRow::InformerCompact),
+        in_process(InProcessRow::InformerArena),
     ];
     for kind in CacheKind::ALL {
         if !rows.iter().any(|r| r.name == kind.name()) {
@@ -158,7 +160,7 @@ mod tests {
     #[test]
     fn the_default_rows_are_every_cache_both_our_informers_and_both_client_go_rows() {
         let all = select(&[]).unwrap();
-        assert_eq!(all.len(), CacheKind::ALL.len() + 4);
+        assert_eq!(all.len(), CacheKind::ALL.len() + 5);
         let names: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
             names[..5],
@@ -175,6 +177,9 @@ mod tests {
         let compact = all.iter().find(|r| r.name == "snapinformer-compact").unwrap();
         assert_eq!(compact.runner, Runner::InProcess(InProcessRow::InformerCompact));
         assert_eq!(group("snapinformer-compact"), Group::Pipeline);
+        let arena = all.iter().find(|r| r.name == "snapinformer-arena").unwrap();
+        assert_eq!(arena.runner, Runner::InProcess(InProcessRow::InformerArena));
+        assert_eq!(group("snapinformer-arena"), Group::Pipeline);
     }
 
     #[test]
