@@ -418,3 +418,24 @@ fn the_go_rows_run_pinned_with_readers_on_the_last_cpu() {
     }
     assert_eq!(informer.staleness_us.count, 600);
 }
+
+#[test]
+fn the_arena_row_holds_the_same_pods_in_arena_slots_and_the_plain_row_none() {
+    let out = scratch_dir("arena");
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
+    let plain = run_row(&sim, "snapinformer", "unpinned", &out);
+    let arena = run_row(&sim, "snapinformer-arena", "unpinned", &out);
+    let _ = std::fs::remove_dir_all(&out);
+
+    assert_eq!(arena.workload_digest, plain.workload_digest, "the same pods and updates");
+    assert_eq!(arena.staleness_us.count, 600, "every open-loop update seen");
+    assert_eq!(plain.memory.arena_slot_bytes_per_object, None, "ordinary pods, no slots");
+    // Small pods: each one's blocks fit one page; the pod's `Arc` itself stays outside it.
+    assert_eq!(
+        arena.memory.arena_slot_bytes_per_object,
+        Some(4096),
+        "one page-sized slot per pod (report: {:?})",
+        arena.memory
+    );
+    assert!(arena.memory.bytes_per_object < 4096);
+}

@@ -46,6 +46,7 @@ fn params() -> SeedParams {
         // Tests share the machine: no real-time thread.
         stream_priority: StreamPriority::Normal,
         stream_fill: StreamFill::Refresh,
+        pod_arena: false,
         informer_batch_window_s: None,
         baseline_batch_window_s: None,
         prefault_gib: 0.0,

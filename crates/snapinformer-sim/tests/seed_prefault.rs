@@ -58,3 +58,37 @@ fn prefaulting_is_refused_in_real_mode_before_anything_runs() {
         "{stderr}"
     );
 }
+
+#[test]
+fn with_pod_arenas_every_row_gets_its_pods_in_arenas_and_still_converges() {
+    let out =
+        std::env::temp_dir().join(format!("snapinformer-seed-arena-test-{}", std::process::id()));
+    let output = sim()
+        .args(["seed", "--mode", "inproc", "--rows", "snapshot-bg+ryw,locked-batch+ryw"])
+        .args(["--repeat", "1", "--sets", "2", "--replicas", "10", "--nodes", "3"])
+        .args(["--rate", "2000", "--max-time", "30s", "--rest", "0s", "--pod-arena"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run snapinformer-sim");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "seed --pod-arena failed:\n{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("report written"))
+            .expect("report is JSON");
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(report["params"]["pod_arena"], true);
+    let rows = report["modes"][0]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert!(row["time_to_all_running_s"].as_f64().is_some(), "the row converged: {row:#}");
+        // 20 pods and 3 daemon pods created, each started: at least one arena pod per event
+        // delivered for them (and one per refresh).
+        let delivered = row["stream_events"]["writes"].as_u64().unwrap_or(0)
+            + row["stream_events"]["starts"].as_u64().unwrap_or(0)
+            + row["stream_events"]["refreshes"].as_u64().unwrap_or(0);
+        let built = row["arena_objects"].as_u64().expect("arena objects counted");
+        assert!(delivered >= 46, "{row:#}");
+        assert!(built >= delivered, "{built} pods in arenas for {delivered} events: {row:#}");
+    }
+}

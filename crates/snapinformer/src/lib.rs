@@ -82,6 +82,12 @@ pub use snapinformer_runtime as runtime;
 /// Compact, shared objects (crate `snapinformer-compact`): pods decoded into shared trees.
 pub use snapinformer_compact as compact;
 
+/// One arena per cached object (crate `snapinformer-arena`): install
+/// [`arena::ArenaAlloc`] as the global allocator and set the reflector transform
+/// [`kube::transform::into_arena`], and each decoded object is rebuilt in a slot of its own,
+/// cheap to free when a newer version replaces it.
+pub use snapinformer_arena as arena;
+
 pub use snapinformer_core::{
     DeltaFifo, Freshness, FreshnessPolicy, Informer, InformerBuilder, Notification, Processing,
     Progress, QueueKind, RealFifo, WorkQueue, WorkQueueConfig,

@@ -250,6 +250,9 @@ pub struct InprocCluster {
     queue: Arc<dyn Queue<Pod>>,
     startup_delay: Duration,
     fill: StreamFill,
+    /// Whether each delivered pod is rebuilt in an arena of its own, as a reflector with the
+    /// `into_arena` transform would right after decoding it.
+    arena: bool,
     slots: Arc<SlotLog>,
     /// Delivery time minus scheduled slot, per event delivered on schedule.
     pub lateness: Lateness,
@@ -289,6 +292,7 @@ impl InprocCluster {
             queue,
             startup_delay,
             fill: StreamFill::Refresh,
+            arena: false,
             slots,
             lateness: Lateness::default(),
             slot_cost: Lateness::default(),
@@ -307,6 +311,16 @@ impl InprocCluster {
     #[must_use]
     pub fn with_fill(mut self, fill: StreamFill) -> Self {
         self.fill = fill;
+        self
+    }
+
+    /// The same cluster delivering every pod rebuilt in an arena of its own
+    /// ([`snapinformer_kube::transform::into_arena`], on the stream's thread, where a reflector
+    /// would run it after decoding); ordinary pods without
+    /// [`snapinformer_arena::ArenaAlloc`] as the global allocator.
+    #[must_use]
+    pub fn with_arena(mut self, arena: bool) -> Self {
+        self.arena = arena;
         self
     }
 
@@ -398,6 +412,13 @@ impl InprocCluster {
     fn deliver(&self, event: Event, slot: Option<Instant>) {
         let (enqueue, pod) = event.into_parts();
         let pod = if Arc::strong_count(&pod) == 1 { pod } else { Arc::new(Pod::clone(&pod)) };
+        let pod = if self.arena {
+            let mut pod = Arc::unwrap_or_clone(pod);
+            snapinformer_kube::transform::into_arena(&mut pod);
+            Arc::new(pod)
+        } else {
+            pod
+        };
         if let Some(slot) = slot {
             self.slots.push(rv_of(&pod), slot);
             self.lateness.record(Instant::now().saturating_duration_since(slot));

@@ -100,6 +100,13 @@ pub struct SeedArgs {
     /// and sync on).
     #[arg(long, value_enum, default_value_t = StreamFill::Refresh)]
     pub stream_fill: StreamFill,
+    /// Every row's pods rebuilt in an arena of their own as they arrive
+    /// (`snapinformer_kube::transform::into_arena`: over HTTP as the reflector's transform, in
+    /// process on the stream's delivery, where a reflector would decode), so that freeing a
+    /// replaced pod touches a few pages; for every Rust row alike (in real mode the
+    /// kube-controller-manager row, in Go, is not touched).
+    #[arg(long)]
+    pub pod_arena: bool,
     /// The `snapinformer` rows' batch window (`InformerBuilder::batch_window`): under a steady
     /// stream, at most one publication per window unless a batch is full (default: the
     /// informer's, 1 ms; `0s`: none).
@@ -182,6 +189,7 @@ impl SeedArgs {
             placement: self.placement,
             stream_priority: self.stream_priority,
             stream_fill: self.stream_fill,
+            pod_arena: self.pod_arena,
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             baseline_batch_window_s: self.baseline_batch_window.map(|w| w.as_secs_f64()),
             prefault_gib: self.prefault_gib,
@@ -453,6 +461,9 @@ fn worker_flags(
     add(&mut flags, &["--placement", &arg_name(&p.placement)]);
     add(&mut flags, &["--stream-priority", &arg_name(&p.stream_priority)]);
     add(&mut flags, &["--stream-fill", &arg_name(&p.stream_fill)]);
+    if p.pod_arena {
+        add(&mut flags, &["--pod-arena"]);
+    }
     add(&mut flags, &["--worker", &row.name()]);
     add(&mut flags, &["--worker-mode", mode.name()]);
     add(&mut flags, &["--worker-out"]);

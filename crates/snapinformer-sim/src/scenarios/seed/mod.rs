@@ -201,6 +201,10 @@ pub struct SeedParams {
     /// inproc: what the stream delivers in a slot with no write and no pod to start.
     #[serde(default)]
     pub stream_fill: StreamFill,
+    /// Every row's pods rebuilt in arenas as they arrive (`--pod-arena`; the reflector's
+    /// `into_arena` transform over HTTP, the stream's delivery in process).
+    #[serde(default)]
+    pub pod_arena: bool,
     /// The `snapinformer` rows' batch window in seconds (`None`: the informer's default; 0:
     /// none).
     #[serde(default)]

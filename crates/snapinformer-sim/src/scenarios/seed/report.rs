@@ -88,6 +88,9 @@ pub struct SeedRowReport {
     /// inproc: what the cluster model's stream delivered on schedule, slot by slot.
     #[serde(default)]
     pub stream_events: StreamEvents,
+    /// Pods rebuilt in arenas during the row (`--pod-arena`; 0 without it).
+    #[serde(default)]
+    pub arena_objects: u64,
     /// Namespace list latency seen by the controllers, microseconds.
     pub list_us: Summary,
     /// Index lookup latency seen by the controllers, microseconds.
@@ -589,6 +592,7 @@ pub fn describe(p: &SeedParams) -> String {
             StreamFill::Refresh => "",
             StreamFill::Idle => "; slots without a write or a start left idle (no refreshes)",
         }
+        + if p.pod_arena { "; every row's pods rebuilt in arenas as they arrive" } else { "" }
         + &format!("; {:.0} s rest before each row", p.rest_s)
         + &if p.prefault_gib > 0.0 {
             format!(

@@ -152,6 +152,7 @@ impl Source {
     ) -> Result<Source, String> {
         match &world.client {
             Some(client) => {
+                let arena = params.pod_arena;
                 let reflector = {
                     let _guard = runtime.enter();
                     snapinformer_kube::Reflector::new(
@@ -159,6 +160,11 @@ impl Source {
                         cache.queue(),
                         snapinformer_kube::ReflectorConfig::new().name("seed-pods"),
                     )
+                    .with_transform(move |pod: &mut Pod| {
+                        if arena {
+                            snapinformer_kube::transform::into_arena(pod);
+                        }
+                    })
                     .spawn()
                 };
                 let deadline = Instant::now() + Duration::from_secs(60);
@@ -174,7 +180,8 @@ impl Source {
             None => {
                 let cluster = Arc::new(
                     InprocCluster::new(cache.queue(), slots, params.startup_delay())
-                        .with_fill(params.stream_fill),
+                        .with_fill(params.stream_fill)
+                        .with_arena(params.pod_arena),
                 );
                 // The stream stands for the API server, which is neither the cache's writer nor
                 // a controller: never pinned.
@@ -411,6 +418,7 @@ pub fn run_row(
     let lateness = source.inproc().map(|c| c.lateness.latency().summary()).unwrap_or_default();
     let slot_cost = source.inproc().map(|c| c.slot_cost.latency().summary()).unwrap_or_default();
     let stream_burst_max = source.inproc().map_or(0, |c| c.burst_max.load(Ordering::Relaxed));
+    let arena_objects = snapinformer_arena::stats().built;
     let stream_events = source.inproc().map_or(StreamEvents::default(), |c| StreamEvents {
         writes: c.writes_delivered.load(Ordering::Relaxed),
         starts: c.kubelet_starts.load(Ordering::Relaxed),
@@ -442,6 +450,7 @@ pub fn run_row(
         undelivered_max: watched.undelivered_max,
         stream_burst_max,
         stream_events,
+        arena_objects,
         list_us: summary(&running.reads.list),
         index_us: summary(&running.reads.index),
         peak_heap_bytes: memory.heap_peak_bytes,
