@@ -7,10 +7,10 @@
 //! it is about 160 separate allocations (every string, map entry and list). Once the heap has
 //! churned, a new pod's blocks land in the holes old pods left, spread over many pages, and
 //! freeing the pod it replaces takes a cache miss per block: on the project machine, at 200,000
-//! realistic pods replaced at random, building a pod cost 11-15 µs and freeing one 11-14 µs,
-//! the two growing as the heap fragmented; built into a slot of its own, the same pod was
-//! freed in 3.6 µs and the next one built in 3.3 µs, steady (BENCHMARKS.md, "One arena per
-//! object"). Go's collector never visits a dead object, which is much of why client-go's
+//! realistic pods replaced at random, building a pod cost 11-16 µs and freeing one 13-17 µs,
+//! the two growing as the heap fragmented; with every pod rebuilt in a slot of its own,
+//! building cost 3.3 µs, rebuilding 8 µs and freeing 5.7 µs, steady: 17 µs in all against
+//! 24-34 µs (BENCHMARKS.md, "One arena per pod"). Go's collector never visits a dead object, which is much of why client-go's
 //! informer spends less CPU per update than a Rust one with ordinary allocation.
 //!
 //! # How it works
@@ -46,13 +46,19 @@
 //!
 //! # Costs
 //!
-//! - The constructor runs twice, and what the first run allocates is dropped; for a clone of a
-//!   decoded pod that is one extra clone (about a microsecond and a half on the project machine).
+//! - The constructor runs twice, and what the first run allocates is dropped; rebuilding a
+//!   decoded realistic pod this way (two clones, the decoded copy freed) took 8 µs on the
+//!   project machine.
 //! - Each object occupies whole pages: up to 4 KiB more than it asked for (a 25 KiB pod about
 //!   8% more, where the general allocator's size classes add about 13%). This overhead is in
 //!   [`ArenaStats::slot_bytes`], not in the bytes a counting allocator sees.
 //! - Freed slots stay resident and are reused by the next objects of the same page count; they
 //!   are not returned to the operating system. Memory follows the peak of each size.
+//! - Slots are a pool of their own, beside the wrapped allocator's: memory that allocator has
+//!   freed but keeps is not used for slots, nor free slots for its allocations. A process that
+//!   grew its ordinary heap first and then moves its objects into arenas holds both (in the
+//!   project's `seed` benchmark, a worker that had touched 18 GiB of mimalloc's heap in advance
+//!   was killed for memory once its pods went into slots on top).
 //! - Blocks that grow after the build (a vector pushed to) leave dead space in their slot.
 //!   Arenas suit objects built once and then only read, which is what a cache holds.
 //!
