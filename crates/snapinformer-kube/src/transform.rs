@@ -49,7 +49,7 @@ pub fn strip_managed_fields_and_last_applied<K: Resource>(obj: &mut K) {
 /// # both(&mut pod);
 /// ```
 ///
-/// Measured in the `store` benchmark (BENCHMARKS.md, "One arena per object").
+/// Measured in the `store` benchmark (BENCHMARKS.md, "One arena per pod").
 pub fn into_arena<K: Clone>(obj: &mut K) {
     if snapinformer_arena::available() {
         *obj = snapinformer_arena::build(|| obj.clone());

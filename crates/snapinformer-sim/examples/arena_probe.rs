@@ -17,7 +17,7 @@
 use std::{sync::Arc, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer_sim::pods::{PodProfile, Shape, make_pod};
+use snapinformer_sim::pods::{PodProfile, Rng, Shape, make_pod};
 
 #[global_allocator]
 static ALLOC: snapinformer_arena::ArenaAlloc<mimalloc::MiMalloc> =
@@ -40,18 +40,12 @@ fn main() {
         Arc::new(pod)
     };
     let mut pods: Vec<Arc<Pod>> = (0..n).map(|i| store(make_pod(&shape, i, 1, i % 1000))).collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng as usize
-    };
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     println!("{} pods, {}", n, if arena { "arena" } else { "plain" });
     for pass in 0..6 {
         let (mut build, mut rebuild, mut free) = (0u128, 0u128, 0u128);
         for u in 0..n {
-            let i = next() % n;
+            let i = rng.below(n);
             let t0 = Instant::now();
             let pod = make_pod(&shape, i, (2 + pass * n + u) as u64, i % 1000);
             let t1 = Instant::now();

@@ -359,7 +359,6 @@ pub fn generate(count: usize, make: impl Fn(usize) -> Pod + Sync) -> Vec<Arc<Pod
 fn generate_arcs(count: usize, make: &(dyn Fn(usize) -> Arc<Pod> + Sync)) -> Vec<Arc<Pod>> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8);
     let per = count.div_ceil(threads).max(1);
-    let make = &make;
     std::thread::scope(|s| {
         let parts: Vec<_> = (0..count)
             .step_by(per)

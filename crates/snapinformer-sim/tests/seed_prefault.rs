@@ -7,25 +7,50 @@ fn sim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_snapinformer-sim"))
 }
 
-#[test]
-fn a_prefaulted_worker_keeps_the_memory_through_its_row() {
-    let out = std::env::temp_dir()
-        .join(format!("snapinformer-seed-prefault-test-{}", std::process::id()));
-    let output = sim()
-        .args(["seed", "--mode", "inproc", "--rows", "snapshot-bg+ryw", "--repeat", "1"])
-        .args(["--sets", "2", "--replicas", "10", "--nodes", "3", "--rate", "2000"])
-        .args(["--max-time", "30s", "--rest", "0s", "--prefault-gib", "0.25"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run snapinformer-sim");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "seed --prefault-gib failed:\n{stderr}");
-    assert!(stderr.contains("prefaulted 0.25 GiB of heap"), "{stderr}");
+/// Runs `seed` with `args` into a scratch directory (named after `label`), checks that it
+/// succeeded, and returns its report and standard error.
+fn seed_report(label: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let out =
+        std::env::temp_dir().join(format!("snapinformer-seed-{label}-test-{}", std::process::id()));
+    let output =
+        sim().arg("seed").args(args).arg("--out").arg(&out).output().expect("run snapinformer-sim");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "seed {args:?} failed:\n{stderr}");
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("report written"))
             .expect("report is JSON");
     let _ = std::fs::remove_dir_all(&out);
+    (report, stderr)
+}
+
+#[test]
+fn a_prefaulted_worker_keeps_the_memory_through_its_row() {
+    let (report, stderr) = seed_report(
+        "prefault",
+        &[
+            "--mode",
+            "inproc",
+            "--rows",
+            "snapshot-bg+ryw",
+            "--repeat",
+            "1",
+            "--sets",
+            "2",
+            "--replicas",
+            "10",
+            "--nodes",
+            "3",
+            "--rate",
+            "2000",
+            "--max-time",
+            "30s",
+            "--rest",
+            "0s",
+            "--prefault-gib",
+            "0.25",
+        ],
+    );
+    assert!(stderr.contains("prefaulted 0.25 GiB of heap"), "{stderr}");
     assert_eq!(report["params"]["prefault_gib"], 0.25);
     assert_eq!(report["params"]["rest_s"], 0.0);
     let row = &report["modes"][0]["rows"][0];
@@ -61,22 +86,30 @@ fn prefaulting_is_refused_in_real_mode_before_anything_runs() {
 
 #[test]
 fn with_pod_arenas_every_row_gets_its_pods_in_arenas_and_still_converges() {
-    let out =
-        std::env::temp_dir().join(format!("snapinformer-seed-arena-test-{}", std::process::id()));
-    let output = sim()
-        .args(["seed", "--mode", "inproc", "--rows", "snapshot-bg+ryw,locked-batch+ryw"])
-        .args(["--repeat", "1", "--sets", "2", "--replicas", "10", "--nodes", "3"])
-        .args(["--rate", "2000", "--max-time", "30s", "--rest", "0s", "--pod-arena"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run snapinformer-sim");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "seed --pod-arena failed:\n{stderr}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("report written"))
-            .expect("report is JSON");
-    let _ = std::fs::remove_dir_all(&out);
+    let (report, _) = seed_report(
+        "arena",
+        &[
+            "--mode",
+            "inproc",
+            "--rows",
+            "snapshot-bg+ryw,locked-batch+ryw",
+            "--repeat",
+            "1",
+            "--sets",
+            "2",
+            "--replicas",
+            "10",
+            "--nodes",
+            "3",
+            "--rate",
+            "2000",
+            "--max-time",
+            "30s",
+            "--rest",
+            "0s",
+            "--pod-arena",
+        ],
+    );
     assert_eq!(report["params"]["pod_arena"], true);
     let rows = report["modes"][0]["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2);

@@ -152,7 +152,11 @@ impl Source {
     ) -> Result<Source, String> {
         match &world.client {
             Some(client) => {
-                let arena = params.pod_arena;
+                // The arena transform only with `--pod-arena`: without it, no call per object.
+                let transform = params.pod_arena.then(|| {
+                    Arc::new(snapinformer_kube::transform::into_arena::<Pod>)
+                        as snapinformer_kube::Transform<Pod>
+                });
                 let reflector = {
                     let _guard = runtime.enter();
                     snapinformer_kube::Reflector::new(
@@ -160,11 +164,7 @@ impl Source {
                         cache.queue(),
                         snapinformer_kube::ReflectorConfig::new().name("seed-pods"),
                     )
-                    .with_transform(move |pod: &mut Pod| {
-                        if arena {
-                            snapinformer_kube::transform::into_arena(pod);
-                        }
-                    })
+                    .with_shared_transform(transform)
                     .spawn()
                 };
                 let deadline = Instant::now() + Duration::from_secs(60);
