@@ -219,6 +219,14 @@ impl Source {
         }
     }
 
+    /// The in-process cluster, kept past [`Source::drain`] (which consumes the source).
+    fn inproc_cluster(&self) -> Option<Arc<InprocCluster>> {
+        match self {
+            Source::Inproc { cluster, .. } => Some(cluster.clone()),
+            Source::Http { .. } => None,
+        }
+    }
+
     /// Stops the source once the controllers stopped writing, lets the cache catch up with the
     /// cluster, and returns the cluster's pod count (and, in process, what the stream cost).
     fn drain(
@@ -415,17 +423,20 @@ pub fn run_row(
 
     log(&format!("{label}: stopping, draining the cache"));
     controller_rt.block_on(running.stop())?;
-    let lateness = source.inproc().map(|c| c.lateness.latency().summary()).unwrap_or_default();
-    let slot_cost = source.inproc().map(|c| c.slot_cost.latency().summary()).unwrap_or_default();
-    let stream_burst_max = source.inproc().map_or(0, |c| c.burst_max.load(Ordering::Relaxed));
+    // Read the stream's counters only once its thread has been joined (in `drain`): read
+    // earlier, an event counted but not yet built in its arena can be missing from the latter.
+    let inproc = source.inproc_cluster();
+    let (cluster_pods, stream) = source.drain(&*cache, &runtime);
+    let lateness = inproc.as_ref().map(|c| c.lateness.latency().summary()).unwrap_or_default();
+    let slot_cost = inproc.as_ref().map(|c| c.slot_cost.latency().summary()).unwrap_or_default();
+    let stream_burst_max = inproc.as_ref().map_or(0, |c| c.burst_max.load(Ordering::Relaxed));
     let arena_objects = snapinformer_arena::stats().built;
-    let stream_events = source.inproc().map_or(StreamEvents::default(), |c| StreamEvents {
+    let stream_events = inproc.as_ref().map_or(StreamEvents::default(), |c| StreamEvents {
         writes: c.writes_delivered.load(Ordering::Relaxed),
         starts: c.kubelet_starts.load(Ordering::Relaxed),
         refreshes: c.kubelet_refreshes.load(Ordering::Relaxed),
         idle: c.idle_slots.load(Ordering::Relaxed),
     });
-    let (cluster_pods, stream) = source.drain(&*cache, &runtime);
     let outcome = cache.finish(leak_at_end);
     let memory = sampler.finish();
     let (sets, daemons) = (running.set_stats(), running.daemon_stats());
