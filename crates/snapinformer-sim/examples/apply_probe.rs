@@ -33,7 +33,8 @@ use snapinformer_sim::{
 use snapinformer_store::{IndexFn, Indexers, StoreBuilder};
 
 #[global_allocator]
-static HEAP: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
+static HEAP: snapinformer_arena::Metered<mimalloc::MiMalloc> =
+    snapinformer_arena::Metered::new(mimalloc::MiMalloc);
 
 const BATCH: usize = 1000;
 

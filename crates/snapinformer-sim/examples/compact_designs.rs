@@ -23,7 +23,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cap::Cap;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 use snapinformer_compact::{CompactPod, Interner, Str};
@@ -31,7 +30,8 @@ use snapinformer_sim::pods::{self, Shape};
 use snapinformer_store::{IndexFn, Object, ObjectAccess, OwnerUids, StoreBuilder};
 
 #[global_allocator]
-static ALLOC: Cap<mimalloc::MiMalloc> = Cap::new(mimalloc::MiMalloc, usize::MAX);
+static ALLOC: snapinformer_arena::Metered<mimalloc::MiMalloc> =
+    snapinformer_arena::Metered::new(mimalloc::MiMalloc);
 
 const STORE_PODS: usize = 20_000;
 

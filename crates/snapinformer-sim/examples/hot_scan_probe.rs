@@ -19,7 +19,8 @@ use snapinformer_sim::{
 };
 
 #[global_allocator]
-static HEAP: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
+static HEAP: snapinformer_arena::Metered<mimalloc::MiMalloc> =
+    snapinformer_arena::Metered::new(mimalloc::MiMalloc);
 
 /// The median of 15 runs of `f`, in milliseconds.
 fn median_ms(mut f: impl FnMut() -> usize) -> f64 {

@@ -6,7 +6,9 @@ use snapinformer_sim::{
     scenarios::{informer, kcm, seed, soak, store},
 };
 
-/// Every row runs on mimalloc, counted by `cap`. Copy-on-write allocates and frees many small
+/// Every row runs on mimalloc, counted by [`snapinformer_arena::Metered`] (per-thread stripes:
+/// `cap`'s one shared counter per call cost our informer about 4 µs of CPU per update, 2026-12-03,
+/// BENCHMARKS.md "The heap meter's own cost"). Copy-on-write allocates and frees many small
 /// blocks; on glibc's malloc (`--features system-alloc`) the snapshot store applied 19% fewer
 /// updates per second and the locked store 10% fewer (BENCHMARKS.md), so the comparison runs on
 /// the allocator services that care use.
@@ -16,15 +18,16 @@ use snapinformer_sim::{
 /// thread-local read per allocation, one range check per free).
 #[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
-static HEAP: cap::Cap<snapinformer_arena::ArenaAlloc<mimalloc::MiMalloc>> =
-    cap::Cap::new(snapinformer_arena::ArenaAlloc::new(mimalloc::MiMalloc), usize::MAX);
+static HEAP: snapinformer_arena::Metered<snapinformer_arena::ArenaAlloc<mimalloc::MiMalloc>> =
+    snapinformer_arena::Metered::new(snapinformer_arena::ArenaAlloc::new(mimalloc::MiMalloc));
 #[cfg(not(feature = "system-alloc"))]
 const ALLOCATOR: &str = "mimalloc";
 
 /// With `--features system-alloc`: the platform allocator (glibc malloc on Linux).
 #[cfg(feature = "system-alloc")]
 #[global_allocator]
-static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+static HEAP: snapinformer_arena::Metered<std::alloc::System> =
+    snapinformer_arena::Metered::new(std::alloc::System);
 #[cfg(feature = "system-alloc")]
 const ALLOCATOR: &str = "system";
 
@@ -35,7 +38,7 @@ impl HeapMeter for GlobalHeap {
         HEAP.allocated() as u64
     }
     fn peak(&self) -> u64 {
-        HEAP.max_allocated() as u64
+        HEAP.peak() as u64
     }
 }
 

@@ -9,9 +9,10 @@ use snapinformer_sim::{
     scenarios::soak::{self, SoakParams, Ui},
 };
 
-/// The heap is measured as the `soak` command does: live bytes counted by `cap`.
+/// The heap is measured as the `soak` command does: live bytes counted by `snapinformer_arena::Metered`.
 #[global_allocator]
-static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+static HEAP: snapinformer_arena::Metered<std::alloc::System> =
+    snapinformer_arena::Metered::new(std::alloc::System);
 
 struct Heap;
 
@@ -20,7 +21,7 @@ impl HeapMeter for Heap {
         HEAP.allocated() as u64
     }
     fn peak(&self) -> u64 {
-        HEAP.max_allocated() as u64
+        HEAP.peak() as u64
     }
 }
 

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-/// Heap counters (the simulator's global allocator, counted by `cap`).
+/// Heap counters (the simulator's global allocator, counted by `snapinformer_arena::Metered`).
 pub trait HeapMeter: Send + Sync {
     /// Bytes allocated now.
     fn current(&self) -> u64;

@@ -51,8 +51,8 @@
 //!      incarnation-changing updates, no incarnation unseen). Incarnation counts are also
 //!      cross-checked: created on the server minus seen by the handler must equal deleted on
 //!      the server minus ended for the handler (the incarnations the handler never saw).
-//! 3. **heap**: the process heap (the bytes allocated and not yet freed, as `cap` counts them) is
-//!    measured after the initial sync and again after the run has settled; it must not have grown
+//! 3. **heap**: the process heap (the bytes allocated and not yet freed, as the global allocator
+//!    counts them) is measured after the initial sync and again after the run has settled; it must not have grown
 //!    by more than `heap_tolerance` (10 %) of the first figure. Both measurements are taken in the
 //!    same state: all `pods` pods present (after the checks above, the pods the churn left deleted
 //!    are re-created), server history compacted (the server is in this process; its watch history
