@@ -9,9 +9,14 @@ use std::{
     sync::atomic::{AtomicIsize, AtomicUsize, Ordering},
 };
 
-/// Stripes of the live-byte count. The first threads get one each, to themselves; later ones
-/// share them.
-const STRIPES: usize = 256;
+/// Stripes the process's first threads get one each, to themselves.
+const OWN_STRIPES: usize = 256;
+
+/// Stripes the later threads share (never one of the first threads': those are written without
+/// a locked instruction, and a second writer would lose updates).
+const SHARED_STRIPES: usize = 16;
+
+const STRIPES: usize = OWN_STRIPES + SHARED_STRIPES;
 
 /// A stripe whose net count reaches this many bytes, either way, is moved into the global
 /// count, where the peak is kept.
@@ -54,7 +59,7 @@ thread_local! {
 /// and free in the process a read-modify-write of the same cache line: a writer thread that
 /// allocates while a reclaimer thread frees passes that line back and forth at each call. Here
 /// each of the process's first 256 threads counts on a stripe of its own, with a plain load and
-/// store (later threads share those stripes, with an atomic add), and a stripe moves its count
+/// store (later threads share 16 other stripes, with an atomic add), and a stripe moves its count
 /// into the shared total only when it has gathered 64 KiB either way. A stripe, and its count,
 /// outlive its thread.
 ///
@@ -63,7 +68,7 @@ thread_local! {
 ///   that moment.
 /// - [`peak`](Metered::peak) is the largest shared total seen at a move or at a read of
 ///   [`allocated`](Metered::allocated); it can differ from the true peak by what the stripes
-///   held at that moment, at most 64 KiB per stripe in use (16 MiB with 256 threads or more).
+///   held at that moment, at most 64 KiB per stripe in use (17 MiB with 272 threads or more).
 ///
 /// The counts are the process's: install one `Metered` as the global allocator.
 ///
@@ -118,7 +123,10 @@ fn count(delta: isize) {
         Some(mine) => mine,
         None => {
             let dealt = DEALT.fetch_add(1, Ordering::Relaxed);
-            let mine = Mine { index: dealt % STRIPES, alone: dealt < STRIPES };
+            let mine = match dealt {
+                own if own < OWN_STRIPES => Mine { index: own, alone: true },
+                later => Mine { index: OWN_STRIPES + later % SHARED_STRIPES, alone: false },
+            };
             m.set(Some(mine));
             mine
         }
