@@ -83,12 +83,12 @@ fn run<A: GlobalAlloc + Sync>(a: &A) -> (f64, f64) {
     )
 }
 
-fn summary(name: &str, mut xs: Vec<(f64, f64)>) {
+fn summary(name: &str, xs: Vec<(f64, f64)>) {
     let med = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
-    let (mut cpu, mut wall): (Vec<f64>, Vec<f64>) = xs.drain(..).unzip();
+    let (mut cpu, mut wall): (Vec<f64>, Vec<f64>) = xs.into_iter().unzip();
     let (c, cl, ch) = med(&mut cpu);
     let (w, wl, wh) = med(&mut wall);
     println!(

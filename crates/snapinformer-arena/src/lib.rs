@@ -10,8 +10,9 @@
 //! realistic pods replaced at random, building a pod cost 11-16 µs and freeing one 13-17 µs,
 //! the two growing as the heap fragmented; with every pod rebuilt in a slot of its own,
 //! building cost 3.3 µs, rebuilding 8 µs and freeing 5.7 µs, steady: 17 µs in all against
-//! 24-34 µs (BENCHMARKS.md, "One arena per pod"). Go's collector never visits a dead object, which is much of why client-go's
-//! informer spends less CPU per update than a Rust one with ordinary allocation.
+//! 24-34 µs (BENCHMARKS.md, "One arena per pod"). Go's collector never visits a dead object,
+//! which is much of why client-go's informer spends less CPU per update than a Rust one with
+//! ordinary allocation.
 //!
 //! # How it works
 //!

@@ -38,18 +38,15 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 /// How many threads have been dealt a stripe.
 static DEALT: AtomicUsize = AtomicUsize::new(0);
 
-/// A thread's stripe: its index, and whether the thread has it to itself.
-#[derive(Clone, Copy)]
-struct Mine {
-    index: usize,
-    alone: bool,
-}
+/// A thread's stripe index before the thread has been dealt one.
+const UNDEALT: usize = usize::MAX;
 
 thread_local! {
+    // This thread's stripe (an index below `OWN_STRIPES` is the thread's alone).
     // Const-initialized and without `Drop`: reading it never allocates or registers a
     // destructor, so the allocator may use it at any point of a thread's life. A thread's
     // stripe outlives the thread, and so does its count.
-    static MINE: Cell<Option<Mine>> = const { Cell::new(None) };
+    static MINE: Cell<usize> = const { Cell::new(UNDEALT) };
 }
 
 /// A global allocator that counts the bytes its callers asked for and have not freed, and their
@@ -119,20 +116,15 @@ impl<A> Metered<A> {
 /// once it has gathered [`FLUSH`] bytes either way.
 #[inline]
 fn count(delta: isize) {
-    let mine = MINE.with(|m| match m.get() {
-        Some(mine) => mine,
-        None => {
+    let index = MINE.with(|m| {
+        if m.get() == UNDEALT {
             let dealt = DEALT.fetch_add(1, Ordering::Relaxed);
-            let mine = match dealt {
-                own if own < OWN_STRIPES => Mine { index: own, alone: true },
-                later => Mine { index: OWN_STRIPES + later % SHARED_STRIPES, alone: false },
-            };
-            m.set(Some(mine));
-            mine
+            m.set(if dealt < OWN_STRIPES { dealt } else { OWN_STRIPES + dealt % SHARED_STRIPES });
         }
+        m.get()
     });
-    let stripe = &STRIPE[mine.index].0;
-    if mine.alone {
+    let stripe = &STRIPE[index].0;
+    if index < OWN_STRIPES {
         // Only this thread writes its stripe: a plain load and store, no locked instruction.
         // (A reader summing meanwhile may see the stripe reset before the shared total has
         // what it held, and miss it for that moment; a quiet process reads exact.)

@@ -68,9 +68,7 @@ fn threads_allocating_and_freeing_at_once_leave_the_count_where_it_started() {
                 let mut held: Vec<Vec<u8>> = Vec::new();
                 let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ t;
                 for _ in 0..rounds {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    let x = next(&mut x);
                     if x.is_multiple_of(3) && !held.is_empty() {
                         let i = (x as usize / 3) % held.len();
                         held.swap_remove(i);
@@ -122,14 +120,20 @@ fn threads_beyond_the_stripes_share_them_and_the_count_stays_exact() {
     assert_eq!(HEAP.allocated(), before);
 }
 
+/// The next value of a xorshift generator (not for security).
+fn next(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// Allocates and frees blocks of 1-3,000 bytes at random, `ops` times, and frees the rest.
 fn churn(seed: u64, ops: usize) {
     let mut x = seed | 1;
     let mut held: Vec<Vec<u8>> = Vec::new();
     for _ in 0..ops {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = next(&mut x);
         if x.is_multiple_of(2) && !held.is_empty() {
             held.pop();
         } else {

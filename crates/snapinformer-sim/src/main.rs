@@ -8,8 +8,8 @@ use snapinformer_sim::{
 
 /// Every row runs on mimalloc, counted by [`snapinformer_arena::Metered`] (per-thread stripes;
 /// the `cap` crate's shared counters, used before, cost 80 ns of CPU per block allocated on one
-/// thread and freed on another, `Metered` 10 ns: BENCHMARKS.md, "The heap meter's own cost"). Copy-on-write allocates and frees many small
-/// blocks; on glibc's malloc (`--features system-alloc`) the snapshot store applied 19% fewer
+/// thread and freed on another, `Metered` 10 ns: BENCHMARKS.md, "The heap meter's own cost").
+/// Copy-on-write allocates and frees many small blocks; on glibc's malloc (`--features system-alloc`) the snapshot store applied 19% fewer
 /// updates per second and the locked store 10% fewer (BENCHMARKS.md), so the comparison runs on
 /// the allocator services that care use.
 ///

@@ -7,13 +7,40 @@ fn sim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_snapinformer-sim"))
 }
 
-/// Runs `seed` with `args` into a scratch directory (named after `label`), checks that it
-/// succeeded, and returns its report and standard error.
-fn seed_report(label: &str, args: &[&str]) -> (serde_json::Value, String) {
+/// Runs `seed` in process on a small world (2 sets of 10 replicas, 3 nodes, 2,000 events/s,
+/// one run, no rest) with `rows` and `extra` arguments, into a scratch directory (named after
+/// `label`); checks that it succeeded, and returns its report and standard error.
+fn seed_report(label: &str, rows: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let small = [
+        "--mode",
+        "inproc",
+        "--rows",
+        rows,
+        "--repeat",
+        "1",
+        "--sets",
+        "2",
+        "--replicas",
+        "10",
+        "--nodes",
+        "3",
+        "--rate",
+        "2000",
+        "--max-time",
+        "30s",
+        "--rest",
+        "0s",
+    ];
+    let args: Vec<&str> = small.iter().chain(extra).copied().collect();
     let out =
         std::env::temp_dir().join(format!("snapinformer-seed-{label}-test-{}", std::process::id()));
-    let output =
-        sim().arg("seed").args(args).arg("--out").arg(&out).output().expect("run snapinformer-sim");
+    let output = sim()
+        .arg("seed")
+        .args(&args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run snapinformer-sim");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "seed {args:?} failed:\n{stderr}");
     let report: serde_json::Value =
@@ -25,31 +52,7 @@ fn seed_report(label: &str, args: &[&str]) -> (serde_json::Value, String) {
 
 #[test]
 fn a_prefaulted_worker_keeps_the_memory_through_its_row() {
-    let (report, stderr) = seed_report(
-        "prefault",
-        &[
-            "--mode",
-            "inproc",
-            "--rows",
-            "snapshot-bg+ryw",
-            "--repeat",
-            "1",
-            "--sets",
-            "2",
-            "--replicas",
-            "10",
-            "--nodes",
-            "3",
-            "--rate",
-            "2000",
-            "--max-time",
-            "30s",
-            "--rest",
-            "0s",
-            "--prefault-gib",
-            "0.25",
-        ],
-    );
+    let (report, stderr) = seed_report("prefault", "snapshot-bg+ryw", &["--prefault-gib", "0.25"]);
     assert!(stderr.contains("prefaulted 0.25 GiB of heap"), "{stderr}");
     assert_eq!(report["params"]["prefault_gib"], 0.25);
     assert_eq!(report["params"]["rest_s"], 0.0);
@@ -86,30 +89,7 @@ fn prefaulting_is_refused_in_real_mode_before_anything_runs() {
 
 #[test]
 fn with_pod_arenas_every_row_gets_its_pods_in_arenas_and_still_converges() {
-    let (report, _) = seed_report(
-        "arena",
-        &[
-            "--mode",
-            "inproc",
-            "--rows",
-            "snapshot-bg+ryw,locked-batch+ryw",
-            "--repeat",
-            "1",
-            "--sets",
-            "2",
-            "--replicas",
-            "10",
-            "--nodes",
-            "3",
-            "--rate",
-            "2000",
-            "--max-time",
-            "30s",
-            "--rest",
-            "0s",
-            "--pod-arena",
-        ],
-    );
+    let (report, _) = seed_report("arena", "snapshot-bg+ryw,locked-batch+ryw", &["--pod-arena"]);
     assert_eq!(report["params"]["pod_arena"], true);
     let rows = report["modes"][0]["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2);
