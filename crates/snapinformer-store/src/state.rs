@@ -4,7 +4,7 @@ use std::{sync::Arc, time::Instant};
 
 use crate::{
     Error, Result,
-    backend::{Backend, PersistentMap},
+    backend::{Backend, PersistentMap, Shared},
     index::{IndexEntry, Indexers},
 };
 
@@ -20,6 +20,15 @@ impl<T: Send + Sync + 'static, B: Backend> Clone for Bucket<T, B> {
         match self {
             Bucket::Keys(m) => Bucket::Keys(m.clone()),
             Bucket::Objects(m) => Bucket::Objects(m.clone()),
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Shared for Bucket<T, B> {
+    fn warm(&self) -> usize {
+        match self {
+            Bucket::Keys(m) => m.warm(),
+            Bucket::Objects(m) => m.warm(),
         }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use imbl::shared_ptr::DefaultSharedPtr;
 
-use super::{Backend, KeyHasher, PersistentMap};
+use super::{Backend, KeyHasher, PersistentMap, Shared};
 
 /// Hash array mapped trie from the `imbl` crate: 32-way branch nodes over dense SIMD leaf nodes of
 /// up to 16/32 entries. A write copies the root-to-leaf path the first time it touches it after a
@@ -13,7 +13,7 @@ use super::{Backend, KeyHasher, PersistentMap};
 pub struct Hamt;
 
 impl Backend for Hamt {
-    type Map<V: Clone + Send + Sync + 'static> = HamtMap<V>;
+    type Map<V: Shared> = HamtMap<V>;
     const NAME: &'static str = "hamt";
 }
 
