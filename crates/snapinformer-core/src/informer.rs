@@ -1008,11 +1008,14 @@ fn apply_batch<T: Send + Sync + 'static, B: Backend>(
             continue;
         }
         let Some(obj) = delta.object.object() else { continue };
-        let old = wb.get_by_key(&delta.key).cloned();
-        if let Err(e) = wb.upsert(obj.clone()) {
-            tracing::error!(informer, key = %delta.key, error = %e, "cannot apply delta");
-            continue;
-        }
+        // The object the upsert replaced is the update's old object: no lookup of its own.
+        let old = match wb.upsert(obj.clone()) {
+            Ok(old) => old,
+            Err(e) => {
+                tracing::error!(informer, key = %delta.key, error = %e, "cannot apply delta");
+                continue;
+            }
+        };
         let new_rv = (access.resource_version)(obj).filter(|v| !v.is_empty());
         let note = match old {
             Some(old) => {

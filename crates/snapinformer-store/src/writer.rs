@@ -353,7 +353,7 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
         let mut batch = self.batch();
         for (i, change) in changes.into_iter().enumerate() {
             let res = match change {
-                Change::Upsert(obj) => batch.upsert(obj),
+                Change::Upsert(obj) => batch.upsert(obj).map(drop),
                 Change::Delete(obj) => batch.delete(&obj).map(drop),
                 Change::DeleteKey(key) => {
                     batch.delete_key(&key);
@@ -369,16 +369,17 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
         outcome
     }
 
-    fn stage_upsert(&mut self, obj: Arc<T>) -> Result<()> {
+    /// Stages an upsert; returns the object it replaced.
+    fn stage_upsert(&mut self, obj: Arc<T>) -> Result<Option<Arc<T>>> {
         self.shared.key_fn.write_key(&self.shared.access, &obj, &mut self.keybuf)?;
         let obj = match &self.transform {
             Some(t) => t.apply(obj)?,
             None => obj,
         };
-        self.work.upsert(&self.keybuf, obj.clone());
+        let old = self.work.upsert(&self.keybuf, obj.clone());
         self.pending += 1;
         self.pending_rv = Some(PendingRv::Object(obj));
-        Ok(())
+        Ok(old)
     }
 
     /// A delete with the object's final state reports that state's resource version, as an
@@ -480,8 +481,10 @@ impl<T: Send + Sync + 'static, B: Backend> std::fmt::Debug for Batch<'_, T, B> {
 }
 
 impl<T: Send + Sync + 'static, B: Backend> Batch<'_, T, B> {
-    /// Adds or replaces an object (transformed first if the store has a transform).
-    pub fn upsert(&mut self, obj: Arc<T>) -> Result<()> {
+    /// Adds or replaces an object (transformed first if the store has a transform); returns
+    /// the object it replaced in the working copy, if any (an informer's update notification
+    /// carries it as the old object, without a second lookup).
+    pub fn upsert(&mut self, obj: Arc<T>) -> Result<Option<Arc<T>>> {
         self.writer.stage_upsert(obj)
     }
 

@@ -375,10 +375,11 @@ impl<B: Backend> WriterState<B> {
         self.model.items.keys().nth(i).cloned()
     }
 
-    fn model_upsert(&mut self, o: &Arc<SObj>) {
-        self.model.items.insert(o.key(), o.clone());
+    /// Applies an upsert to the model; returns the object it replaced.
+    fn model_upsert(&mut self, o: &Arc<SObj>) -> Option<Arc<SObj>> {
         self.model.rv = Some(o.rv.clone());
         self.model.sequence += 1;
+        self.model.items.insert(o.key(), o.clone())
     }
 
     fn model_delete(&mut self, key: &str) -> Option<Arc<SObj>> {
@@ -449,14 +450,14 @@ impl<B: Backend> WriterState<B> {
                 let roll = self.rng.random_range(0..100);
                 let s = if roll < 35 {
                     let o = Arc::new(self.random_obj());
-                    self.model_upsert(&o);
-                    Staged::Upsert(o)
+                    let replaced = self.model_upsert(&o);
+                    Staged::Upsert(o, replaced)
                 } else if roll < 70 {
                     match self.touched() {
                         Some(o) => {
                             let o = Arc::new(o);
-                            self.model_upsert(&o);
-                            Staged::Upsert(o)
+                            let replaced = self.model_upsert(&o);
+                            Staged::Upsert(o, replaced)
                         }
                         None => continue,
                     }
@@ -492,7 +493,21 @@ impl<B: Backend> WriterState<B> {
             let mut batch = self.writer.batch();
             for s in staged {
                 match s {
-                    Staged::Upsert(o) => batch.upsert(o).unwrap(),
+                    Staged::Upsert(o, want) => {
+                        let key = o.key();
+                        let got = batch.upsert(o).unwrap();
+                        // The very object the model replaced (or none), not an equal copy.
+                        assert!(
+                            match (&got, &want) {
+                                (Some(g), Some(w)) => Arc::ptr_eq(g, w),
+                                (None, None) => true,
+                                _ => false,
+                            },
+                            "batch upsert of {key} returned {:?}, the model replaced {:?}",
+                            got.map(|g| g.rv.clone()),
+                            want.map(|w| w.rv.clone()),
+                        );
+                    }
                     Staged::Delete(o) => {
                         let removed = batch.delete(&o).unwrap();
                         assert!(removed.is_some_and(|r| Arc::ptr_eq(&r, &o)), "batch delete");
@@ -508,7 +523,8 @@ impl<B: Backend> WriterState<B> {
 }
 
 enum Staged {
-    Upsert(Arc<SObj>),
+    /// The object, and the one the model says it replaces.
+    Upsert(Arc<SObj>, Option<Arc<SObj>>),
     Delete(Arc<SObj>),
     DeleteKey(String),
     Version(String),

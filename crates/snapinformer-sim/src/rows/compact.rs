@@ -101,9 +101,9 @@ impl CacheWriter for CompactStore {
         let mut batch = self.writer.batch();
         for change in changes {
             match change {
-                SimChange::Upsert(pod) => {
-                    batch.upsert(Arc::new(to_compact(&pod))).expect("scenario pods have names")
-                }
+                SimChange::Upsert(pod) => drop(
+                    batch.upsert(Arc::new(to_compact(&pod))).expect("scenario pods have names"),
+                ),
                 SimChange::Delete(key, _) => drop(batch.delete_key(&key)),
             }
         }

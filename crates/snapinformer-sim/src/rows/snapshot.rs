@@ -41,7 +41,9 @@ impl<B: Backend> CacheWriter for SnapshotStore<B> {
         let mut batch = self.writer.batch();
         for change in changes {
             match change {
-                SimChange::Upsert(pod) => batch.upsert(pod).expect("scenario pods have names"),
+                SimChange::Upsert(pod) => {
+                    drop(batch.upsert(pod).expect("scenario pods have names"))
+                }
                 SimChange::Delete(key, _) => drop(batch.delete_key(&key)),
             }
         }
