@@ -22,9 +22,9 @@ const FANOUT_BITS: u32 = 4;
 ///
 /// Each pointer copied is a reference count written, usually in memory no cache holds. A copy
 /// (and the drop of a superseded node, on whichever thread drops it) first reads all the counts
-/// it will write ([`Shared::warm`]), so that their misses overlap: at 200,000 small pods in batches of
-/// 1000 this took the writer's time per update from 5.4 to 4.6 µs and the reclaimer's from 2.5 to
-/// 1.9 µs (BENCHMARKS.md, "Reading the counts before writing them").
+/// it will write ([`Shared::warm`]), so that their misses overlap: at 200,000 small pods in
+/// batches of 1000 this took the writer's time per update from 5.4 to 4.6 µs and the
+/// reclaimer's from 2.5 to 1.9 µs (BENCHMARKS.md, "Reading the counts before writing them").
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Chunked;
 
