@@ -57,11 +57,15 @@ type sweepPoint struct {
 // time per update in saturation without readers, microseconds, ApplyReclaimCPUUSPerUpdate the
 // CPU per update of the full collection after it, ApplyKernelCPUUSPerUpdate the kernel's part
 // of the two; ApplyThreadCPUUSPerUpdate splits their sum into the garbage collector's share and
-// the rest.
+// the rest. ApplyFreedPerS and ApplyFreedPerSWithReaders are the two saturation phases' rates
+// with the full collection that frees what they replaced counted in their time (see
+// freedRate).
 type storeRowReport struct {
 	Name                       string             `json:"name"`
 	ApplyPerS                  float64            `json:"apply_per_s"`
 	ApplyPerSWithReaders       float64            `json:"apply_per_s_with_readers"`
+	ApplyFreedPerS             *float64           `json:"apply_freed_per_s"`
+	ApplyFreedPerSWithReaders  *float64           `json:"apply_freed_per_s_with_readers"`
 	ApplyProcessCPUUSPerUpdate *float64           `json:"apply_process_cpu_us_per_update"`
 	ApplyReclaimCPUUSPerUpdate *float64           `json:"apply_reclaim_cpu_us_per_update"`
 	ApplyKernelCPUUSPerUpdate  *float64           `json:"apply_kernel_cpu_us_per_update"`

@@ -156,6 +156,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	rep.ReadCosts = measureReadCosts(b.indexer(), n, sh.owners)
 
 	// 3. Saturation without and with readers.
+	var gcNotes []string
 	progress("saturation: generating updates")
 	pool = updates(sh, p.updates, nextRV, 7)
 	digest.add("saturation", pool)
@@ -170,6 +171,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	rep.ApplyPerS = float64(p.updates) / time.Since(t).Seconds()
 	applied := markCPU()
 	runtime.GC() // frees what the phase replaced (see cpuPerUpdate)
+	rep.ApplyFreedPerS = freedRate(p.updates, time.Since(t))
 	reclaimed := markCPU()
 	var cpuNote string
 	rep.ApplyProcessCPUUSPerUpdate, rep.ApplyReclaimCPUUSPerUpdate, rep.ApplyThreadCPUUSPerUpdate, cpuNote =
@@ -184,13 +186,30 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	progress("saturation: applying with readers")
 	settle()
 	rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
+	before := markCPU()
 	t = time.Now()
 	if err := b.applyAll(pool); err != nil {
 		rs.finish()
 		return nil, err
 	}
 	rep.ApplyPerSWithReaders = float64(p.updates) / time.Since(t).Seconds()
+	inPhase := markCPU()
+	// The collection that frees what the phase replaced starts as the phase ends, while the
+	// readers finish their last reads, as the Rust rows' reclaimers go on freeing then.
+	collected := make(chan time.Time, 1)
+	go func() {
+		runtime.GC()
+		collected <- time.Now()
+	}()
 	lat := rs.finish()
+	end := time.Now()
+	if c := <-collected; c.After(end) {
+		end = c
+	}
+	rep.ApplyFreedPerSWithReaders = freedRate(p.updates, end.Sub(t))
+	if before.ok && inPhase.ok {
+		gcNotes = append(gcNotes, fmt.Sprintf("client-go: saturation with readers: %d garbage collection cycles ran in the phase", inPhase.cycles-before.cycles))
+	}
 	pool = nil
 
 	// 4. Open loop with readers.
@@ -202,10 +221,15 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 		progress("open loop: %d updates/s for %.0fs with %d readers", p.rate, p.durationS, p.readers)
 		settle()
 		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
+		before := markCPU()
 		ol, err := b.openLoop(pool, p.rate)
+		after := markCPU()
 		rl := rs.finish()
 		if err != nil {
 			return nil, err
+		}
+		if before.ok && after.ok {
+			gcNotes = append(gcNotes, fmt.Sprintf("client-go: open loop: %d garbage collection cycles ran in it (its updates were generated before it, so it allocates too little to start the collections that decoding each update would)", after.cycles-before.cycles))
 		}
 		pool = nil
 		rep.ReaderOpsPerS = float64(rl.ops) / max(ol.elapsedS, 1e-9)
@@ -251,11 +275,25 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	if cpuNote != "" {
 		rep.Notes = append(rep.Notes, cpuNote)
 	}
+	rep.Notes = append(rep.Notes, gcNotes...)
 	progress("done")
 	samples := sampler.finish()
 	rep.MemoryTrace = trace(samples)
 	rep.GoRuntime = goRuntimeReport(samples, p.placement)
 	return rep, nil
+}
+
+// freedRate is a saturation phase's rate with the freeing of what it replaced counted: its
+// `updates` over the time `elapsed` from the phase's start until the full collection after it
+// returned (runtime.GC sweeps before it returns). The Rust rows' figure runs until their heap
+// stops shrinking, so both sides' rates include freeing the pods the phase replaced, which this
+// phase, replaying pods generated before it, would otherwise leave to a collection after it.
+func freedRate(updates int, elapsed time.Duration) *float64 {
+	if updates <= 0 || elapsed <= 0 {
+		return nil
+	}
+	r := float64(updates) / elapsed.Seconds()
+	return &r
 }
 
 // settle runs a full garbage collection before a timed phase (untimed), so that the collection

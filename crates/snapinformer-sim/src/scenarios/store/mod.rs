@@ -66,7 +66,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::{
     harness::{
         PhaseLog,
-        heap::{HeapMeter, MemorySampler, MemoryTrace, settled},
+        heap::{HeapMeter, MemorySampler, MemoryTrace, freed_at, settled},
         placement::{InformerProcessing, Placement, ReclaimerPriority, WriterPriority, pin},
         sched::{ProcessUsage, ThreadSched, ThreadsCpu, process_cpu},
         stats::Summary,
@@ -197,6 +197,18 @@ pub struct StoreRowReport {
     pub apply_per_s: f64,
     /// Saturation throughput with the paced readers running.
     pub apply_per_s_with_readers: f64,
+    /// Saturation without readers, freeing counted: the phase's updates over the time from its
+    /// start until what it replaced was freed (the Rust rows: until the heap stops shrinking,
+    /// polled every 10 ms; the Go rows: until the full collection after the phase returns). A
+    /// phase replays pods generated before it, so a Go row's phase allocates too little to start
+    /// a collection and [`apply_per_s`](Self::apply_per_s) leaves its freeing out, where a Rust
+    /// row's reclaimer frees during the phase: this figure counts both.
+    #[serde(default)]
+    pub apply_freed_per_s: Option<f64>,
+    /// The same with the paced readers running: the freeing starts as the phase ends, while the
+    /// readers finish their last reads, and the time runs until both are done.
+    #[serde(default)]
+    pub apply_freed_per_s_with_readers: Option<f64>,
     /// The writer thread's CPU time per update in saturation without readers, microseconds
     /// (unlike the rate, not lowered by waiting for a core on a busy machine). `None` for the
     /// informer rows, whose writer is a thread of the pipeline (see the two fields below).
@@ -492,6 +504,11 @@ pub fn add_to_digest(digest: &mut WorkloadDigest, phase: &str, pool: &Objects) {
     }
 }
 
+/// `count` items over `elapsed`, per second.
+fn rate(count: usize, elapsed: Duration) -> Option<f64> {
+    (count > 0 && !elapsed.is_zero()).then(|| count as f64 / elapsed.as_secs_f64())
+}
+
 /// The calling thread's CPU time since `since`, in microseconds per one of `count` items.
 fn cpu_us_per(since: Option<ThreadSched>, count: usize) -> Option<f64> {
     let used = ThreadSched::now()?.since(&since?);
@@ -541,7 +558,7 @@ pub fn run_row(
     let applied = process_cpu();
     // The phase left garbage (the pods it replaced) to a reclaimer or, in Go, to the next
     // collection: its cost is the CPU spent until the heap stops shrinking.
-    settled(heap);
+    report.apply_freed_per_s = rate(p.updates, freed_at(heap).duration_since(t));
     let reclaimed_usage = ProcessUsage::now();
     let reclaimed = reclaimed_usage.map(|u| u.cpu());
     if let (Some(before), Some(after)) = (usage, reclaimed_usage) {
@@ -574,6 +591,9 @@ pub fn run_row(
     }
     let mut lat = readers.stop();
     applied?;
+    // The reclaimers went on freeing while the readers finished; the heap is watched once they
+    // have (their lists come and go in it).
+    report.apply_freed_per_s_with_readers = rate(p.updates, freed_at(heap).duration_since(t));
 
     if p.open_loop {
         let count = (p.rate as f64 * p.duration_s) as usize;

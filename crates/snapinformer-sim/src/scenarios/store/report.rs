@@ -138,6 +138,18 @@ fn pair_targets(
         1.0,
         true,
     ));
+    if let (Some(of), Some(af)) =
+        (o.apply_freed_per_s_with_readers, a.apply_freed_per_s_with_readers)
+    {
+        out.push(check(
+            format!(
+                "{label} apply/s with readers, each side's freeing of what it replaced counted, {ours} / {an} (>= 1.0x)"
+            ),
+            of / af.max(1e-9),
+            1.0,
+            true,
+        ));
+    }
     out.push(check(
         format!("{label} heap, structure bytes per entry, {ours} / {an} (<= 1.0x)"),
         o.memory.structure_per_entry_idle.max(0.0) / a.memory.structure_per_entry_idle.max(1.0),
@@ -416,6 +428,7 @@ pub fn table(report: &StoreReport) -> String {
     go_runtime_lines(&mut s, report);
     read_costs_table(&mut s, report);
     cpu_table(&mut s, report);
+    freed_table(&mut s, report);
     open_loop_time_table(&mut s, report);
     pipeline_table(&mut s, report);
     sweep_table(&mut s, report);
@@ -742,6 +755,45 @@ fn cpu_table(s: &mut String, report: &StoreReport) {
             r.name,
             r.apply_reclaim_cpu_us_per_update.unwrap_or(0.0),
             if split.is_empty() { String::new() } else { format!("  [{}]", split.join(", ")) }
+        );
+    }
+}
+
+/// The saturation rates with each side's freeing counted beside the phases' own rates.
+fn freed_table(s: &mut String, report: &StoreReport) {
+    if report.rows.iter().all(|r| r.apply_freed_per_s.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "
+saturation rates, freeing counted (the phase's updates over the time until what it replaced was freed: Rust rows until the heap stops shrinking, Go rows until the full collection after the phase returns), updates/s:"
+    );
+    let anchor = report.rows.iter().find(|r| r.name == "client-go");
+    let _ = writeln!(
+        s,
+        "  {:<18} {:>9} {:>26} {:>11} {:>26}",
+        "row", "apply/s", "freed", "w/readers", "freed w/readers"
+    );
+    let cell = |v: Option<f64>, a: Option<f64>, is_anchor: bool| match (v, a) {
+        (Some(v), Some(a)) if !is_anchor && a > 0.0 => format!("{v:.0} ({:.2}x)", v / a),
+        (Some(v), _) => format!("{v:.0}"),
+        (None, _) => "-".to_owned(),
+    };
+    for r in &report.rows {
+        let is_anchor = r.name == "client-go";
+        let _ = writeln!(
+            s,
+            "  {:<18} {:>9.0} {:>26} {:>11.0} {:>26}",
+            r.name,
+            r.apply_per_s,
+            cell(r.apply_freed_per_s, anchor.and_then(|a| a.apply_freed_per_s), is_anchor),
+            r.apply_per_s_with_readers,
+            cell(
+                r.apply_freed_per_s_with_readers,
+                anchor.and_then(|a| a.apply_freed_per_s_with_readers),
+                is_anchor
+            ),
         );
     }
 }
