@@ -111,16 +111,10 @@ pub fn rss_high_water_bytes() -> u64 {
 /// has not dropped yet are not counted; returns the heap then. A short wait for caches that free
 /// inline.
 pub fn settled(heap: &dyn HeapMeter) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut last = heap.current();
-    loop {
-        thread::sleep(Duration::from_millis(20));
-        let now = heap.current();
-        if now + now / 1000 >= last || Instant::now() > deadline {
-            return now;
-        }
-        last = now;
-    }
+    until_it_stops_shrinking(heap, Duration::from_millis(20), Duration::from_secs(10), |now| {
+        now / 1000
+    })
+    .0
 }
 
 /// Waits until the heap has stopped shrinking, for timing: polls every 10 ms and returns the
@@ -130,15 +124,25 @@ pub fn settled(heap: &dyn HeapMeter) -> u64 {
 /// Stricter than [`settled`], whose 0.1% of a heap of several GiB is more than a reclaimer
 /// frees in some intervals.
 pub fn freed_at(heap: &dyn HeapMeter) -> Instant {
-    const POLL: Duration = Duration::from_millis(10);
-    const SHRINK: u64 = 1 << 20;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    until_it_stops_shrinking(heap, Duration::from_millis(10), Duration::from_secs(30), |_| 1 << 20)
+        .1
+}
+
+/// Polls `heap` every `poll` until an interval freed less than `least(heap now)` bytes, or
+/// `give_up` has passed; returns the heap and the instant of that last poll.
+fn until_it_stops_shrinking(
+    heap: &dyn HeapMeter,
+    poll: Duration,
+    give_up: Duration,
+    least: impl Fn(u64) -> u64,
+) -> (u64, Instant) {
+    let deadline = Instant::now() + give_up;
     let mut last = heap.current();
     loop {
-        thread::sleep(POLL);
+        thread::sleep(poll);
         let (now, at) = (heap.current(), Instant::now());
-        if now + SHRINK >= last || at > deadline {
-            return at;
+        if now + least(now) >= last || at > deadline {
+            return (now, at);
         }
         last = now;
     }
