@@ -87,12 +87,12 @@ func (b *indexerBackend) applyAll(pool []*corev1.Pod) error {
 	return nil
 }
 
-// openLoop is store_scenario.rs `open_loop` in Go: the writer takes what has arrived (up to 1000
-// at a time), applies it in one transaction, and every update of the batch becomes visible when
-// the transaction returns.
-func (b *indexerBackend) openLoop(pool []*corev1.Pod, rate uint64) (openLoopResult, error) {
-	ptrs := pool
-	total := len(ptrs)
+// openLoop is open_loop.rs `run` in Go: the writer takes what has arrived (up to 1000 at a time,
+// building them first when they are built at their slots), applies it in one transaction, and
+// every update of the batch becomes visible when the transaction returns.
+func (b *indexerBackend) openLoop(src *updateSource, rate uint64) (openLoopResult, error) {
+	total := src.len()
+	batch := make([]*corev1.Pod, 0, maxBatch)
 	res := openLoopResult{staleness: newLatency()}
 	visible := 0
 	lastSample := 0.0
@@ -115,7 +115,11 @@ func (b *indexerBackend) openLoop(pool []*corev1.Pod, rate uint64) (openLoopResu
 			continue
 		}
 		n := min(arrived-visible, maxBatch)
-		if err := b.apply(ptrs[visible : visible+n]); err != nil {
+		batch = batch[:0]
+		for i := visible; i < visible+n; i++ {
+			batch = append(batch, src.get(i))
+		}
+		if err := b.apply(batch); err != nil {
 			return res, err
 		}
 		at := time.Now()

@@ -208,20 +208,17 @@ func (b *informerBackend) build(initial []*corev1.Pod) error {
 
 // run sends pool through the watch (on sched's schedule, or at once when sched is nil) and waits
 // until the handler has seen every update.
-func (b *informerBackend) run(pool []*corev1.Pod, sched *schedule, rate uint64) (*feedPhase, error) {
-	if len(pool) == 0 {
+func (b *informerBackend) run(src *updateSource, sched *schedule, rate uint64) (*feedPhase, error) {
+	count := src.len()
+	if count == 0 {
 		return &feedPhase{staleness: newLatency()}, nil
 	}
-	if len(pool) > cap(b.lw.events) {
-		return nil, fmt.Errorf("phase of %d updates exceeds the event buffer of %d", len(pool), cap(b.lw.events))
-	}
-	firstRV, err := strconv.ParseUint(pool[0].ResourceVersion, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("update without a numeric resource version: %w", err)
+	if count > cap(b.lw.events) {
+		return nil, fmt.Errorf("phase of %d updates exceeds the event buffer of %d", count, cap(b.lw.events))
 	}
 	p := &feedPhase{
-		firstRV:   firstRV,
-		count:     len(pool),
+		firstRV:   src.firstRV,
+		count:     count,
 		sched:     sched,
 		rate:      rate,
 		staleness: newLatency(),
@@ -229,14 +226,15 @@ func (b *informerBackend) run(pool []*corev1.Pod, sched *schedule, rate uint64) 
 	}
 	b.cur.Store(p)
 	defer b.cur.Store(nil)
-	send := func(i int) { b.lw.events <- watch.Event{Type: watch.Modified, Object: pool[i]} }
+	send := func(i int) { b.lw.events <- watch.Event{Type: watch.Modified, Object: src.get(i)} }
 	if sched == nil {
-		for i := range pool {
+		for i := range count {
 			send(i)
 		}
 	} else {
 		// The feeder: sends each update at its slot (every update that has arrived by now, then
-		// sleeps until the next slot), whatever the informer does.
+		// sleeps until the next slot), whatever the informer does. An update built at its slot
+		// is built here, as the reflector's goroutine decodes each event before queueing it.
 		go func() {
 			sl := newSleeper()
 			defer sl.close()
@@ -265,16 +263,20 @@ func (b *informerBackend) run(pool []*corev1.Pod, sched *schedule, rate uint64) 
 }
 
 func (b *informerBackend) applyAll(pool []*corev1.Pod) error {
-	_, err := b.run(pool, nil, 0)
+	src, err := prebuiltUpdates(pool)
+	if err != nil {
+		return err
+	}
+	_, err = b.run(src, nil, 0)
 	return err
 }
 
-// openLoop sends pool at rate per second and samples the queue depth (arrived minus visible)
-// about every 50 ms; staleness and the largest depth are recorded by the handler as updates become
-// visible.
-func (b *informerBackend) openLoop(pool []*corev1.Pod, rate uint64) (openLoopResult, error) {
+// openLoop sends src's updates at rate per second and samples the queue depth (arrived minus
+// visible) about every 50 ms; staleness and the largest depth are recorded by the handler as
+// updates become visible.
+func (b *informerBackend) openLoop(src *updateSource, rate uint64) (openLoopResult, error) {
 	start := time.Now()
-	s := newSchedule(start, rate, len(pool))
+	s := newSchedule(start, rate, src.len())
 	var series [][2]any
 	var samplerDepthMax uint64
 	stop := make(chan struct{})
@@ -303,7 +305,7 @@ func (b *informerBackend) openLoop(pool []*corev1.Pod, rate uint64) (openLoopRes
 			}
 		}
 	}()
-	p, err := b.run(pool, &s, rate)
+	p, err := b.run(src, &s, rate)
 	close(stop)
 	<-sampled
 	if err != nil {

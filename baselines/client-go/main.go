@@ -71,6 +71,7 @@ func runStoreCommand(args []string) error {
 	sweepFlag := fs.String("sweep", "", "offered rates of a sweep run after the open loop, comma-separated (e.g. 5000,20000)")
 	sweepDuration := fs.Duration("sweep-duration", 5*time.Second, "length of each point of the sweep")
 	readerWarmup := fs.Duration("reader-warmup", 0, "how long the readers run, unrecorded, before each phase with readers (the Rust parent passes its own)")
+	olUpdatesName := fs.String("open-loop-updates", "at-slot", "how the open loop and the sweep get their updates: at-slot (each built when it arrives, as decoding it would be) or prebuilt (all built before the phase, held in a pool)")
 	quick := fs.Bool("quick", false, "the small version: 5,000 pods, 50 nodes, 4 readers, 2 s at 5,000/s, 20,000 updates, sweep points of at most 1 s")
 	worker := fs.String("worker", "", "the row to run: "+strings.Join(backendNames, " or "))
 	workerOut := fs.String("worker-out", "", "where to write the report as JSON")
@@ -98,6 +99,10 @@ func runStoreCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	olUpdates, err := parseOpenLoopUpdates(*olUpdatesName)
+	if err != nil {
+		return err
+	}
 	p := storeParams{
 		objects:   *objects,
 		nodes:     *nodes,
@@ -111,6 +116,7 @@ func runStoreCommand(args []string) error {
 		sweep:     sweep,
 		sweepS:    sweepDuration.Seconds(),
 		warmup:    *readerWarmup,
+		olUpdates: olUpdates,
 	}
 	if p.updates < 0 {
 		p.updates = max(p.objects, 20_000)

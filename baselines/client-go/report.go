@@ -59,7 +59,8 @@ type sweepPoint struct {
 // of the two; ApplyThreadCPUUSPerUpdate splits their sum into the garbage collector's share and
 // the rest. ApplyFreedPerS and ApplyFreedPerSWithReaders are the two saturation phases' rates
 // with the full collection that frees what they replaced counted in their time (see
-// freedRate).
+// freedRate). OpenLoopBuildUSPerUpdate is the time building one open-loop update at its slot
+// took (absent for a pool).
 type storeRowReport struct {
 	Name                       string             `json:"name"`
 	ApplyPerS                  float64            `json:"apply_per_s"`
@@ -71,6 +72,7 @@ type storeRowReport struct {
 	ApplyKernelCPUUSPerUpdate  *float64           `json:"apply_kernel_cpu_us_per_update"`
 	ApplyThreadCPUUSPerUpdate  map[string]float64 `json:"apply_thread_cpu_us_per_update,omitempty"`
 	StalenessUS                summary            `json:"staleness_us"`
+	OpenLoopBuildUSPerUpdate   *float64           `json:"open_loop_build_us_per_update,omitempty"`
 	QueueDepthMax              uint64             `json:"queue_depth_max"`
 	QueueDepthEnd              uint64             `json:"queue_depth_end"`
 	ListUS                     summary            `json:"list_us"`

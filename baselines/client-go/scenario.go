@@ -29,6 +29,8 @@ type storeParams struct {
 	sweepS float64
 	// warmup is how long the readers run, unrecorded, before each phase with readers.
 	warmup time.Duration
+	// olUpdates is how the open loop and the sweep get their updates.
+	olUpdates openLoopUpdates
 }
 
 // sweepCount is the number of updates of the sweep point at rate (at least one), as in Rust.
@@ -42,8 +44,8 @@ type backend interface {
 	build(initial []*corev1.Pod) error
 	// applyAll applies pool as fast as the store takes it and returns when all of it is visible.
 	applyAll(pool []*corev1.Pod) error
-	// openLoop applies pool as it arrives at rate per second.
-	openLoop(pool []*corev1.Pod, rate uint64) (openLoopResult, error)
+	// openLoop applies src's updates as they arrive at rate per second.
+	openLoop(src *updateSource, rate uint64) (openLoopResult, error)
 	// indexer is what readers read.
 	indexer() cache.Indexer
 	// close stops whatever the backend runs.
@@ -214,24 +216,33 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 
 	// 4. Open loop with readers.
 	if p.openLoop {
-		progress("open loop: generating %d updates", olCount)
-		pool = updates(sh, olCount, nextRV, 13)
-		digest.add("open-loop", pool)
+		if p.olUpdates == prebuilt {
+			progress("open loop: generating %d updates", olCount)
+		} else {
+			progress("open loop: planning %d updates", olCount)
+		}
+		src := phaseUpdates(p.olUpdates, sh, olCount, nextRV, 13)
+		src.addToDigest(digest, "open-loop")
 		nextRV += uint64(olCount)
 		progress("open loop: %d updates/s for %.0fs with %d readers", p.rate, p.durationS, p.readers)
 		settle()
 		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
 		before := markCPU()
-		ol, err := b.openLoop(pool, p.rate)
+		ol, err := b.openLoop(src, p.rate)
 		after := markCPU()
 		rl := rs.finish()
 		if err != nil {
 			return nil, err
 		}
 		if before.ok && after.ok {
-			gcNotes = append(gcNotes, fmt.Sprintf("client-go: open loop: %d garbage collection cycles ran in it (its updates were generated before it, so it allocates too little to start the collections that decoding each update would)", after.cycles-before.cycles))
+			why := "each update was built at its slot, as decoding it would be"
+			if p.olUpdates == prebuilt {
+				why = "its updates were generated before it, so it allocates too little to start the collections that decoding each update would"
+			}
+			gcNotes = append(gcNotes, fmt.Sprintf("client-go: open loop: %d garbage collection cycles ran in it (%s)", after.cycles-before.cycles, why))
 		}
-		pool = nil
+		rep.OpenLoopBuildUSPerUpdate = src.buildUSPerUpdate()
+		src = nil
 		rep.ReaderOpsPerS = float64(rl.ops) / max(ol.elapsedS, 1e-9)
 		lat.merge(rl)
 		rep.StalenessUS = ol.staleness.summary()
@@ -247,18 +258,18 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	// 5. The sweep: the open loop again at each offered rate (the Rust `sweep::point`).
 	for i, rate := range p.sweep {
 		count := p.sweepCount(rate)
-		progress("sweep %d/s: generating %d updates", rate, count)
-		pool = updates(sh, count, nextRV, 100+uint64(i))
-		digest.add(fmt.Sprintf("sweep-%d", rate), pool)
+		progress("sweep %d/s: preparing %d updates", rate, count)
+		src := phaseUpdates(p.olUpdates, sh, count, nextRV, 100+uint64(i))
+		src.addToDigest(digest, fmt.Sprintf("sweep-%d", rate))
 		progress("sweep %d/s for %.0fs with %d readers", rate, p.sweepS, p.readers)
 		settle()
 		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
-		ol, err := b.openLoop(pool, rate)
+		ol, err := b.openLoop(src, rate)
 		rl := rs.finish()
 		if err != nil {
 			return nil, err
 		}
-		pool = nil
+		src = nil
 		nextRV += uint64(count)
 		rep.Sweep = append(rep.Sweep, sweepPoint{
 			Rate:          rate,

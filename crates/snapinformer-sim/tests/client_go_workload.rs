@@ -249,6 +249,11 @@ fn go_and_rust_rows_apply_the_same_workload_and_report_every_phase() {
     for row in [&ours, &informer, &indexer] {
         assert_eq!(row.workload_digest, rust.workload_digest, "{} got another workload", row.name);
     }
+    for row in [&rust, &ours, &informer, &indexer] {
+        // By default each open-loop update is built at its slot, by the row's source.
+        let build = row.open_loop_build_us_per_update;
+        assert!(build.is_some_and(|us| us > 0.0), "{}: build time {build:?}", row.name);
+    }
     for row in [&ours, &informer, &indexer] {
         // 600 open-loop updates (2000/s for 0.3 s), each seen once.
         assert_eq!(row.staleness_us.count, 600, "{}: open-loop updates seen", row.name);
@@ -314,6 +319,29 @@ fn go_and_rust_rows_apply_the_same_workload_and_report_every_phase() {
     ] {
         assert_eq!(gates.get(gate), Some(&true), "{gate} is on by default in client-go 1.37");
     }
+}
+
+#[test]
+fn rows_fed_from_a_pool_apply_the_same_workload_and_build_nothing_in_the_phase() {
+    let Some(bin) = go_worker() else { return };
+    let out = scratch_dir("prebuilt");
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
+    let pool = ["--open-loop-updates", "prebuilt"];
+    let at_slot = run_row(&sim, "snapshot", "unpinned", &out);
+    let rows = [
+        run_row_with(&sim, "snapshot", "unpinned", &pool, &out),
+        run_row_with(&sim, "snapinformer", "unpinned", &pool, &out),
+        run_row_with(&bin, "client-go", "unpinned", &pool, &out),
+        run_row_with(&bin, "client-go-indexer", "unpinned", &pool, &out),
+    ];
+    let _ = std::fs::remove_dir_all(&out);
+    for row in &rows {
+        assert_eq!(row.workload_digest, at_slot.workload_digest, "{}: the same updates", row.name);
+        assert_eq!(row.open_loop_build_us_per_update, None, "{}: a pool is built before", row.name);
+        assert_eq!(row.staleness_us.count, 600, "{}: open-loop updates seen", row.name);
+    }
+    let notes = rows[2].notes.join("\n");
+    assert!(notes.contains("generated before it"), "the Go row says where its updates came from");
 }
 
 #[test]

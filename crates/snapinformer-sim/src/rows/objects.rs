@@ -40,6 +40,15 @@ impl Objects {
         }
     }
 
+    /// The resource version of the first object, if it has a numeric one.
+    pub fn first_resource_version(&self) -> Option<u64> {
+        let rv = match self {
+            Objects::Pods(v) => v.first()?.metadata.resource_version.as_deref(),
+            Objects::Compact(v) => v.first()?.resource_version(),
+        };
+        snapinformer_core::parse_resource_version(rv?)
+    }
+
     /// The objects as `k8s_openapi` pods: free for pods, a full decode of every compact pod
     /// otherwise (for the scenarios whose controllers read `Pod`s).
     pub fn into_pods(self) -> Vec<Arc<Pod>> {
@@ -65,6 +74,14 @@ impl Batches {
         match self {
             Batches::Pods(it) => Objects::Pods(it.by_ref().take(n).collect()),
             Batches::Compact(it) => Objects::Compact(it.by_ref().take(n).collect()),
+        }
+    }
+
+    /// The objects left, without taking them (`Arc` clones).
+    pub fn as_objects(&self) -> Objects {
+        match self {
+            Batches::Pods(it) => Objects::Pods(it.as_slice().to_vec()),
+            Batches::Compact(it) => Objects::Compact(it.as_slice().to_vec()),
         }
     }
 

@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{
-    InProcessRow, StoreParams, StoreRowReport,
+    InProcessRow, OpenLoopUpdates, StoreParams, StoreRowReport,
     report::{self, LockCheck, StoreReport},
     rows::{self, Runner, StoreRow},
 };
@@ -89,6 +89,13 @@ pub struct StoreArgs {
     /// from their start, as runs before 2026-12-03 did.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub reader_warmup: Option<Duration>,
+    /// How the open loop and the sweep get their updates, every row alike: `at-slot` builds
+    /// each update when it arrives, on the row's source (the stand-in for decoding, so Go's
+    /// collector sees the allocation a cluster's events make); `prebuilt` builds them all
+    /// before the phase and holds them in a pool, as runs before 2026-12-04 did (Go's open loop
+    /// then ran without a collection).
+    #[arg(long, value_enum, default_value_t = OpenLoopUpdates::AtSlot)]
+    pub open_loop_updates: OpenLoopUpdates,
     /// Runs of the whole set of rows; the report gives the median and the range of every
     /// figure (default 3, or 1 with --quick).
     #[arg(long)]
@@ -133,6 +140,7 @@ impl StoreArgs {
                 .reader_warmup
                 .unwrap_or(if self.quick { QUICK_READER_WARMUP } else { DEFAULT_WARMUP })
                 .as_secs_f64(),
+            open_loop_updates: self.open_loop_updates,
         };
         if self.quick {
             p.objects = 5000;
@@ -329,6 +337,8 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
         arg_name(&p.placement),
         "--reader-warmup".into(),
         format!("{}ms", (p.reader_warmup_s * 1e3).round() as u64),
+        "--open-loop-updates".into(),
+        arg_name(&p.open_loop_updates),
     ];
     if p.writer_priority != WriterPriority::Normal {
         a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
@@ -484,6 +494,32 @@ mod tests {
             let at = args.iter().position(|a| a == "--reader-warmup").expect("passed on");
             assert_eq!(args[at + 1], "1500ms", "in process: {in_process}");
         }
+    }
+
+    #[test]
+    fn open_loop_updates_are_built_at_their_slots_by_default_and_every_worker_is_told() {
+        let mode = |flags: &[&str]| parse(flags).expect("valid flags").params().open_loop_updates;
+        assert_eq!(mode(&[]), OpenLoopUpdates::AtSlot);
+        assert_eq!(mode(&["--quick"]), OpenLoopUpdates::AtSlot);
+        assert_eq!(mode(&["--open-loop-updates", "prebuilt"]), OpenLoopUpdates::Prebuilt);
+        assert!(parse(&["--open-loop-updates", "later"]).is_err(), "an unknown source is refused");
+        for (flags, want) in
+            [(&[][..], "at-slot"), (&["--open-loop-updates", "prebuilt"][..], "prebuilt")]
+        {
+            let p = parse(flags).expect("valid flags").params();
+            for in_process in [true, false] {
+                let args = worker_args_for(&p, in_process);
+                let at = args.iter().position(|a| a == "--open-loop-updates").expect("passed on");
+                assert_eq!(args[at + 1], want, "in process: {in_process}");
+            }
+        }
+        // A report from before the field measured with pools.
+        let old: StoreParams = serde_json::from_value(serde_json::json!({
+            "objects": 1, "nodes": 1, "readers": 0, "duration_s": 1.0, "rate": 1,
+            "updates": 1, "open_loop": true
+        }))
+        .expect("an old report's parameters parse");
+        assert_eq!(old.open_loop_updates, OpenLoopUpdates::Prebuilt);
     }
 
     #[test]

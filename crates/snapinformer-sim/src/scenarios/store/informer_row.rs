@@ -56,7 +56,7 @@ use snapinformer_core::{
 use snapinformer_store::{Reader, StoreBuilder};
 
 use super::{
-    RowDriver,
+    RowDriver, Updates,
     open_loop::{OpenLoop, PipelineStages, WriterTime},
 };
 use crate::{
@@ -186,6 +186,9 @@ struct Phase {
     sent: Latency,
     /// Open loop only: the feeder thread's CPU and run-queue wait (it exits with the phase).
     feeder: Option<ThreadSched>,
+    /// Open loop only: the feeder's wall time building one update at its slot, microseconds
+    /// (`None` for a pool).
+    build_us_per_update: Option<f64>,
 }
 
 /// The phase's index of an object with resource version `rv`, if it is one of the phase's.
@@ -272,6 +275,7 @@ impl Phase {
             delivery: Latency::default(),
             sent: Latency::default(),
             feeder: None,
+            build_us_per_update: None,
         }
     }
 }
@@ -443,24 +447,22 @@ impl<T: RowObject> InformerRow<T> {
     /// handler received every update; returns the phase and the schedule's depth samples.
     fn run(
         &mut self,
-        pool: Vec<Arc<T>>,
+        pool: Updates,
         rate: Option<u64>,
     ) -> Result<(Phase, Vec<(f64, u64)>), String> {
         let count = pool.len();
-        let Some(first) = pool.first() else {
+        if count == 0 {
             return Ok((Phase::new(0, 0, None), Vec::new()));
-        };
-        let first_rv = first
-            .resource_version()
-            .and_then(parse_resource_version)
-            .ok_or("an update without a numeric resource version")?;
+        }
+        let first_rv =
+            pool.first_resource_version().ok_or("an update without a numeric resource version")?;
         // The feeder thread exists before the schedule starts, so that starting it is not
         // counted as the first updates' staleness.
         let mut pool = Some(pool);
         let (start_feeder, feeder) = match rate {
             None => (None, None),
             Some(_) => {
-                let pool = pool.take().unwrap_or_default();
+                let pool = pool.take().ok_or("the phase's updates were taken twice")?;
                 let (tx, rx) = std::sync::mpsc::channel::<Schedule>();
                 let (watch, core) = (self.watch.clone(), self.writer_core);
                 let handle = thread::Builder::new()
@@ -469,8 +471,9 @@ impl<T: RowObject> InformerRow<T> {
                         pin(core);
                         let sched = rx.recv().ok()?;
                         let began = ThreadSched::now();
-                        let late = feed(&sched, pool, &watch);
-                        Some((late, ThreadSched::now().zip(began).map(|(n, b)| n.since(&b))))
+                        let (late, build) = feed::<T>(&sched, pool, &watch);
+                        let time = ThreadSched::now().zip(began).map(|(n, b)| n.since(&b));
+                        Some((late, time, build))
                     })
                     .map_err(|e| format!("spawning the feeder: {e}"))?;
                 (Some(tx), Some(handle))
@@ -487,8 +490,11 @@ impl<T: RowObject> InformerRow<T> {
         match (start_feeder, schedule) {
             (Some(tx), Some(sched)) => tx.send(sched).map_err(|_| "the feeder ended early")?,
             _ => {
-                for pod in pool.into_iter().flatten() {
-                    self.watch.send(pod).map_err(|_| "the reflector task ended")?;
+                if let Some(mut pool) = pool {
+                    let all = pool.remaining();
+                    for pod in T::take(pool.take(all)) {
+                        self.watch.send(pod).map_err(|_| "the reflector task ended")?;
+                    }
                 }
             }
         }
@@ -525,36 +531,39 @@ impl<T: RowObject> InformerRow<T> {
         drop(guard);
         *self.shared.publish.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some(feeder) = feeder {
-            let (late, time) = feeder
+            let (late, time, build) = feeder
                 .join()
                 .map_err(|_| "the feeder panicked")?
                 .ok_or("the feeder got no schedule")?;
             phase.sent = late;
             phase.feeder = time;
+            phase.build_us_per_update = build;
         }
         Ok((phase, series))
     }
 }
 
-/// The feeder thread's loop: sends each update into the watch channel at its slot; returns how
-/// late it sent each one.
-fn feed<T>(
+/// The feeder thread's loop: sends each update into the watch channel at its slot (building it
+/// first, when updates are built at their slots, as a reflector decodes each event before
+/// queueing it); returns how late it sent each one, and how long building one took.
+fn feed<T: RowObject>(
     sched: &Schedule,
-    pool: Vec<Arc<T>>,
+    mut pool: Updates,
     watch: &tokio::sync::mpsc::UnboundedSender<Arc<T>>,
-) -> Latency {
+) -> (Latency, Option<f64>) {
     let mut late = Latency::default();
-    let mut pool = pool.into_iter();
     let mut sent = 0;
     while sent < sched.total {
         let now = Instant::now();
         let arrived = sched.arrived(now);
         while sent < arrived {
-            let Some(pod) = pool.next() else { return late };
+            let Some(pod) = T::take(pool.take(1)).pop() else {
+                return (late, pool.build_us_per_update());
+            };
             if watch.send(pod).is_err() {
-                return late;
+                return (late, pool.build_us_per_update());
             }
-            late.record(now.saturating_duration_since(sched.slot(sent)));
+            late.record(Instant::now().saturating_duration_since(sched.slot(sent)));
             sent += 1;
         }
         if sent < sched.total {
@@ -565,7 +574,7 @@ fn feed<T>(
             }
         }
     }
-    late
+    (late, pool.build_us_per_update())
 }
 
 impl<T: RowObject> RowDriver for InformerRow<T> {
@@ -601,13 +610,11 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
     }
 
     fn apply_all(&mut self, pool: Objects) -> Result<(), String> {
-        let pool = T::take(pool);
-        self.run(pool, None).map(drop)
+        self.run(Updates::prebuilt(pool), None).map(drop)
     }
 
-    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String> {
-        let pool = T::take(pool);
-        let (p, mut series) = self.run(pool, Some(rate))?;
+    fn open_loop(&mut self, updates: Updates, rate: u64) -> Result<OpenLoop, String> {
+        let (p, mut series) = self.run(updates, Some(rate))?;
         let Some(sched) = p.schedule else {
             return Ok(OpenLoop {
                 staleness: p.staleness,
@@ -618,6 +625,7 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
                 writer: WriterTime::default(),
                 stages: None,
                 exited_threads: Vec::new(),
+                build_us_per_update: None,
             });
         };
         let last = p.last.unwrap_or(sched.start);
@@ -652,6 +660,7 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
                 .map(|f| ("feeder".to_string(), GroupTime { cpu: f.cpu(), wait: f.wait() }))
                 .into_iter()
                 .collect(),
+            build_us_per_update: p.build_us_per_update,
         })
     }
 

@@ -53,6 +53,7 @@ pub mod open_loop;
 pub mod readers;
 pub mod report;
 pub mod rows;
+pub mod source;
 pub mod sweep;
 
 use std::{
@@ -77,6 +78,7 @@ use crate::{
 use open_loop::OpenLoop;
 use readers::Readers;
 use snapinformer_compact::CompactPod;
+pub use source::{OpenLoopUpdates, Updates};
 use sweep::SweepPoint;
 
 /// Largest batch the writer takes at once (client-go 1.35's batch limit).
@@ -132,6 +134,11 @@ pub struct StoreParams {
     /// 0 in reports from before it).
     #[serde(default)]
     pub reader_warmup_s: f64,
+    /// How the open loop and the sweep get their updates: built at their slots (the default)
+    /// or from a pool built before the phase (`--open-loop-updates`; `prebuilt` in reports from
+    /// before it existed).
+    #[serde(default = "OpenLoopUpdates::before_the_field")]
+    pub open_loop_updates: OpenLoopUpdates,
 }
 
 /// Bytes measured in the memory phase.
@@ -290,6 +297,10 @@ pub struct StoreRowReport {
     /// Where the open loop's writer and readers spent their time (our process's rows).
     #[serde(default)]
     pub open_loop_time: Option<open_loop::WriterTime>,
+    /// Wall time of building one open-loop update at its slot (the stand-in for decoding),
+    /// microseconds; `None` when the updates came from a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_build_us_per_update: Option<f64>,
     /// The informer rows: their open-loop staleness split at the pipeline's inner points.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop_stages: Option<open_loop::PipelineStages>,
@@ -317,9 +328,9 @@ pub trait RowDriver {
     /// Applies `pool` as fast as the row takes it (a saturated source) and returns once every
     /// update is visible.
     fn apply_all(&mut self, pool: Objects) -> Result<(), String>;
-    /// Lets `pool` arrive at `rate` per second whatever the row does (open loop) and returns
+    /// Lets `updates` arrive at `rate` per second whatever the row does (open loop) and returns
     /// once the last update is visible.
-    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String>;
+    fn open_loop(&mut self, updates: Updates, rate: u64) -> Result<OpenLoop, String>;
     /// A read handle, shared by any number of threads.
     fn reader(&self) -> Arc<dyn CacheReader>;
     /// Stops the row; returns its notes for the report.
@@ -345,8 +356,8 @@ impl RowDriver for CacheDriver {
         apply_all(self.0.as_mut(), pool);
         Ok(())
     }
-    fn open_loop(&mut self, pool: Objects, rate: u64) -> Result<OpenLoop, String> {
-        Ok(open_loop::run(self.0.as_mut(), pool, rate))
+    fn open_loop(&mut self, updates: Updates, rate: u64) -> Result<OpenLoop, String> {
+        Ok(open_loop::run(self.0.as_mut(), updates, rate))
     }
     fn reader(&self) -> Arc<dyn CacheReader> {
         self.0.reader()
@@ -485,6 +496,29 @@ pub fn phase_updates(
     updates(row, shape, count, first_rv, seed)
 }
 
+/// The updates of an open-loop phase (the open loop, a sweep point) as `mode` hands them over:
+/// [`phase_updates`] in a pool, or a plan built at each update's slot (after waiting, as
+/// [`phase_updates`] does, for the phase before to be freed).
+pub fn open_loop_updates(
+    row: InProcessRow,
+    shape: &Shape,
+    count: usize,
+    first_rv: u64,
+    seed: u64,
+    mode: OpenLoopUpdates,
+    heap: &dyn HeapMeter,
+) -> Updates {
+    match mode {
+        OpenLoopUpdates::Prebuilt => {
+            Updates::prebuilt(phase_updates(row, shape, count, first_rv, seed, heap))
+        }
+        OpenLoopUpdates::AtSlot => {
+            settled(heap);
+            Updates::at_slot(row, shape, count, first_rv, seed)
+        }
+    }
+}
+
 /// Adds the pods of one phase to `digest`, in either form: a compact pod adds exactly what the
 /// `k8s_openapi` pod it was decoded from adds.
 pub fn add_to_digest(digest: &mut WorkloadDigest, phase: &str, pool: &Objects) {
@@ -597,9 +631,13 @@ pub fn run_row(
 
     if p.open_loop {
         let count = (p.rate as f64 * p.duration_s) as usize;
-        log(&format!("open loop: generating {count} updates"));
-        let pool = phase_updates(row, &shape, count, next_rv, 13, heap);
-        add_to_digest(&mut digest, "open-loop", &pool);
+        let mode = p.open_loop_updates;
+        log(&match mode {
+            OpenLoopUpdates::Prebuilt => format!("open loop: generating {count} updates"),
+            OpenLoopUpdates::AtSlot => format!("open loop: planning {count} updates"),
+        });
+        let pool = open_loop_updates(row, &shape, count, next_rv, 13, mode, heap);
+        pool.add_to_digest(&mut digest, "open-loop");
         next_rv += count as u64;
         log(&format!(
             "open loop: {} updates/s for {:.0}s with {} readers",
@@ -629,6 +667,7 @@ pub fn run_row(
             })
             .collect();
         report.open_loop_stages = ol.stages;
+        report.open_loop_build_us_per_update = ol.build_us_per_update;
         report.reader_ops_per_s = rl.ops as f64 / ol.elapsed_s.max(1e-9);
         lat.merge(&rl);
         report.staleness_us = ol.staleness.summary();
@@ -658,6 +697,7 @@ pub fn run_row(
             writer_priority: p.writer_priority,
             seed: 100 + i as u64,
             heap,
+            updates: p.open_loop_updates,
         };
         let point = sweep::point(driver.as_mut(), &reader, &load, rate, next_rv, &mut digest, log)?;
         next_rv += point.updates;

@@ -11,8 +11,10 @@ use crate::{
         sched::{GroupTime, ThreadSched},
         stats::{Latency, Summary},
     },
-    rows::{CacheWriter, Objects},
+    rows::CacheWriter,
 };
+
+use super::Updates;
 
 /// What one open-loop phase measured.
 pub struct OpenLoop {
@@ -33,6 +35,8 @@ pub struct OpenLoop {
     /// Threads of the phase that exited before it ended (the informer rows' feeder), with what
     /// they used: a snapshot of the process's threads after the phase misses them.
     pub exited_threads: Vec<(String, GroupTime)>,
+    /// Wall time of building one update at its slot, microseconds (`None` for a pool).
+    pub build_us_per_update: Option<f64>,
 }
 
 /// An informer row's open-loop staleness split at the pipeline's inner points: scheduled slot
@@ -96,12 +100,12 @@ pub struct WriterTime {
     pub readers_runqueue_wait_s: Option<f64>,
 }
 
-/// Applies `pool` as it arrives at `rate` per second. Update `i` arrives at `start + i / rate`,
-/// whether or not the writer kept up (open loop); the writer takes what has arrived, up to
-/// [`MAX_BATCH`] at a time.
-pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
+/// Applies `updates` as they arrive at `rate` per second. Update `i` arrives at
+/// `start + i / rate`, whether or not the writer kept up (open loop); the writer takes what has
+/// arrived, up to [`MAX_BATCH`] at a time (building them first, when they are built at their
+/// slots: this row's writer is its own source).
+pub fn run(store: &mut dyn CacheWriter, mut pool: Updates, rate: u64) -> OpenLoop {
     let total = pool.len();
-    let mut pool = pool.into_batches();
     let ns_per = 1e9 / rate.max(1) as f64;
     let arrival =
         |start: Instant, i: usize| start + Duration::from_nanos((i as f64 * ns_per) as u64);
@@ -187,5 +191,6 @@ pub fn run(store: &mut dyn CacheWriter, pool: Objects, rate: u64) -> OpenLoop {
         writer,
         stages: None,
         exited_threads: Vec::new(),
+        build_us_per_update: pool.build_us_per_update(),
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    StoreParams, StoreRowReport,
+    OpenLoopUpdates, StoreParams, StoreRowReport,
     rows::{self, CLIENT_GO_INDEXER, Group, PAIRS, Pair},
     sweep,
 };
@@ -237,6 +237,9 @@ pub fn notes(r: &[StoreRowReport], p: &StoreParams) -> Vec<String> {
         Some(w) => format!("Informer batch window: the informer rows publish at most one batch per {:.3} ms under a steady stream, unless a batch is full (--informer-batch-window).", w * 1e3),
         None => format!("Informer batch window: the informer's default; the informer rows publish at most one batch per {:.3} ms under a steady stream, unless a batch is full.", snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64() * 1e3),
     });
+    if p.open_loop || !p.sweep.is_empty() {
+        out.push(open_loop_source_note(r, p.open_loop_updates));
+    }
     let rust = r.iter().find(|b| rows::group(&b.name) != Group::Pipeline && b.go_runtime.is_none());
     let go = r.iter().find(|b| b.go_runtime.is_some());
     if let (Some(rs), Some(go)) = (rust, go) {
@@ -250,6 +253,25 @@ pub fn notes(r: &[StoreRowReport], p: &StoreParams) -> Vec<String> {
         out.push("Objects: a k8s_openapi Pod costs more than twice a Go v1.Pod in memory (a difference of the languages' types, not of the stores), so the heap target is checked on the structure per entry and on the total; run the client-go rows to see the ratio.".to_owned());
     }
     out
+}
+
+/// How the open loop got its updates, with each row's cost of building one at its slot.
+fn open_loop_source_note(r: &[StoreRowReport], mode: OpenLoopUpdates) -> String {
+    match mode {
+        OpenLoopUpdates::Prebuilt => "Open-loop updates: from a pool built before each phase (--open-loop-updates prebuilt). The pool is live heap until the phase ends, so a Go row's collector starts no cycle in the phase (its notes count them) while our rows' reclaimers free as they go: this leans the open loop's figures client-go's way.".to_owned(),
+        OpenLoopUpdates::AtSlot => {
+            let costs: Vec<String> = r
+                .iter()
+                .filter_map(|b| {
+                    b.open_loop_build_us_per_update.map(|us| format!("{} {us:.1} us", b.name))
+                })
+                .collect();
+            format!(
+                "Open-loop updates: each built at its slot (--open-loop-updates at-slot) by the row's source, the pipeline rows' feeder or the store rows' writer, with the same generator in Rust and Go, as a reflector decodes each event: the phase allocates what a cluster's events would, so Go's collector runs in it (a Go row's notes count the cycles). Building one update took {}; it is part of each row's staleness.",
+                if costs.is_empty() { "(not recorded)".to_owned() } else { costs.join(", ") }
+            )
+        }
+    }
 }
 
 /// Heap per cached pod after the build (objects and structure), bytes.

@@ -83,6 +83,8 @@ pub struct Load<'a> {
     pub seed: u64,
     /// The heap, to wait until it stops shrinking before the point starts.
     pub heap: &'a dyn HeapMeter,
+    /// How the point gets its updates.
+    pub updates: super::OpenLoopUpdates,
 }
 
 /// Runs one point of the sweep at `rate`, with resource versions from `first_rv`; adds its
@@ -97,9 +99,17 @@ pub fn point(
     log: PhaseLog<'_>,
 ) -> Result<SweepPoint, String> {
     let count = ((rate as f64 * load.duration_s) as usize).max(1);
-    log(&format!("sweep {rate}/s: generating {count} updates"));
-    let pool = super::phase_updates(load.row, load.shape, count, first_rv, load.seed, load.heap);
-    super::add_to_digest(digest, &format!("sweep-{rate}"), &pool);
+    log(&format!("sweep {rate}/s: preparing {count} updates"));
+    let pool = super::open_loop_updates(
+        load.row,
+        load.shape,
+        count,
+        first_rv,
+        load.seed,
+        load.updates,
+        load.heap,
+    );
+    pool.add_to_digest(digest, &format!("sweep-{rate}"));
     log(&format!("sweep {rate}/s for {:.0}s with {} readers", load.duration_s, load.readers));
     settled(load.heap);
     let readers = Readers::start(
