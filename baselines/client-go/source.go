@@ -31,13 +31,6 @@ func parseOpenLoopUpdates(s string) (openLoopUpdates, error) {
 	return 0, fmt.Errorf("--open-loop-updates must be at-slot or prebuilt, got %q", s)
 }
 
-func (m openLoopUpdates) String() string {
-	if m == prebuilt {
-		return "prebuilt"
-	}
-	return "at-slot"
-}
-
 // updateSource is one phase's updates, taken in order by one goroutine (the feeder, or the
 // writer of a store row): a pool built before the phase, or a plan whose update u is pod
 // plan[u].pod on node plan[u].node at resource version firstRV+u, built by get. The Rust

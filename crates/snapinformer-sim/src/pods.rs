@@ -376,11 +376,13 @@ fn generate_arcs(count: usize, make: &(dyn Fn(usize) -> Arc<Pod> + Sync)) -> Vec
 /// dropped. Without [`snapinformer_arena::ArenaAlloc`] as the global allocator these are
 /// ordinary pods.
 pub fn generate_in_arenas(count: usize, make: impl Fn(usize) -> Pod + Sync) -> Vec<Arc<Pod>> {
-    generate_arcs(count, &|i| {
-        let mut decoded = make(i);
-        snapinformer_kube::transform::into_arena(&mut decoded);
-        Arc::new(decoded)
-    })
+    generate_arcs(count, &|i| in_arena(make(i)))
+}
+
+/// One decoded pod rebuilt in an arena of its own, as [`generate_in_arenas`] builds each.
+pub fn in_arena(mut decoded: Pod) -> Arc<Pod> {
+    snapinformer_kube::transform::into_arena(&mut decoded);
+    Arc::new(decoded)
 }
 
 /// The initial population: pod `i` on node `i % nodes`, resource versions 1..=total.

@@ -18,8 +18,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::InProcessRow;
 use crate::{
     pods::{self, Shape, WorkloadDigest},
@@ -193,15 +191,9 @@ fn build(row: InProcessRow, shape: &Shape, plan: &[(usize, usize)], first_rv: u6
                     .collect(),
             )
         }
-        InProcessRow::InformerArena => Objects::Pods(
-            (0..plan.len())
-                .map(|u| {
-                    let mut decoded: Pod = pod(u);
-                    snapinformer_kube::transform::into_arena(&mut decoded);
-                    Arc::new(decoded)
-                })
-                .collect(),
-        ),
+        InProcessRow::InformerArena => {
+            Objects::Pods((0..plan.len()).map(|u| pods::in_arena(pod(u))).collect())
+        }
         InProcessRow::Cache(_) | InProcessRow::Informer => {
             Objects::Pods((0..plan.len()).map(|u| Arc::new(pod(u))).collect())
         }
@@ -212,6 +204,7 @@ fn build(row: InProcessRow, shape: &Shape, plan: &[(usize, usize)], first_rv: u6
 mod tests {
     use super::*;
     use crate::pods::PodProfile;
+    use k8s_openapi::api::core::v1::Pod;
 
     fn shape() -> Shape {
         Shape::for_objects(500, 7).with_profile(PodProfile::Realistic)
