@@ -12,6 +12,9 @@
 //! - `snapshot-bg`: the chunked store as it is built by default, with background reclamation:
 //!   superseded versions are dropped on a reclaimer thread (as Go's garbage collector does for
 //!   client-go).
+//! - `snapshot-bg-keys`: `snapshot-bg` whose owner-UID index holds keys, as client-go's and the
+//!   locked rows' indexes do, instead of the pods (a control: the same index work on writes as
+//!   the locked rows; owner lookups then resolve each key in the primary map).
 //! - `snapshot-compact`: the chunked store holding compact pods ([`compact`], issue 14): pods as
 //!   hash-consed trees sharing what they have in common, generated in that form ([`Objects`]).
 //! - `locked`: client-go's `threadSafeMap` in Rust ([`locked`]): one reader/writer lock over the
@@ -153,6 +156,11 @@ pub enum CacheKind {
     #[value(name = "snapshot-bg")]
     #[serde(rename = "snapshot-bg")]
     SnapshotBg,
+    /// `snapshot-bg` with its owner-UID index holding keys, as the locked rows' does (a control:
+    /// the same index work on writes as theirs).
+    #[value(name = "snapshot-bg-keys")]
+    #[serde(rename = "snapshot-bg-keys")]
+    SnapshotBgKeys,
     /// Ours, HAMT persistent map.
     #[value(name = "snapshot-hamt")]
     #[serde(rename = "snapshot-hamt")]
@@ -185,9 +193,10 @@ pub enum CacheKind {
 
 impl CacheKind {
     /// Every in-process cache, in report order.
-    pub const ALL: [CacheKind; 9] = [
+    pub const ALL: [CacheKind; 10] = [
         CacheKind::Snapshot,
         CacheKind::SnapshotBg,
+        CacheKind::SnapshotBgKeys,
         CacheKind::SnapshotHamt,
         CacheKind::SnapshotCompact,
         CacheKind::Locked,
@@ -202,6 +211,7 @@ impl CacheKind {
         match self {
             CacheKind::Snapshot => "snapshot",
             CacheKind::SnapshotBg => "snapshot-bg",
+            CacheKind::SnapshotBgKeys => "snapshot-bg-keys",
             CacheKind::SnapshotHamt => "snapshot-hamt",
             CacheKind::SnapshotCompact => "snapshot-compact",
             CacheKind::Locked => "locked",
@@ -223,6 +233,7 @@ impl CacheKind {
             self,
             CacheKind::Snapshot
                 | CacheKind::SnapshotBg
+                | CacheKind::SnapshotBgKeys
                 | CacheKind::SnapshotHamt
                 | CacheKind::SnapshotCompact
         )
@@ -254,6 +265,9 @@ impl CacheKind {
             CacheKind::Snapshot => Box::new(snapshot::SnapshotStore::<Chunked>::new(false)),
             CacheKind::SnapshotBg => {
                 Box::new(snapshot::SnapshotStore::<Chunked>::with_reclaimer(reclaim))
+            }
+            CacheKind::SnapshotBgKeys => {
+                Box::new(snapshot::SnapshotStore::<Chunked>::with_key_owner_index(reclaim))
             }
             CacheKind::SnapshotHamt => Box::new(snapshot::SnapshotStore::<Hamt>::new(false)),
             CacheKind::SnapshotCompact => Box::new(compact::CompactStore::new()),

@@ -3,10 +3,12 @@
 use std::{any::Any, sync::Arc, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use snapinformer_store::{Backend, Reader, ReclaimPriority, StoreBuilder, Writer};
+use snapinformer_store::{Backend, Indexers, Reader, ReclaimPriority, StoreBuilder, Writer};
 
 use super::{BorrowedReads, CacheReader, CacheWriter, OnVisible, SimChange, label_is};
-use crate::pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers, pod_node};
+use crate::pods::{
+    NODE_NAME_INDEX, OWNER_UID_INDEX, access, key_pod_indexers, pod_indexers, pod_node,
+};
 
 /// Our store's writer; a batch of changes is one publication.
 pub struct SnapshotStore<B: Backend> {
@@ -25,10 +27,24 @@ impl<B: Backend> SnapshotStore<B> {
         Self::build(StoreBuilder::new(access::<Pod>()).reclaim_priority(priority))
     }
 
+    /// An empty store reclaiming in the background at `priority`, whose owner-UID index holds
+    /// keys, as client-go's and the locked rows' indexes do, instead of the objects (the
+    /// `snapshot-bg-keys` control: the same index work on writes as the locked rows).
+    pub fn with_key_owner_index(priority: ReclaimPriority) -> Self {
+        Self::build_with(
+            StoreBuilder::new(access::<Pod>()).reclaim_priority(priority),
+            key_pod_indexers(),
+        )
+    }
+
     fn build(builder: StoreBuilder<Pod>) -> Self {
+        Self::build_with(builder, pod_indexers())
+    }
+
+    fn build_with(builder: StoreBuilder<Pod>, indexers: Indexers<Pod>) -> Self {
         let (writer, _reader) = builder
             .backend::<B>()
-            .indexers(pod_indexers())
+            .indexers(indexers)
             .build()
             .expect("static index names are distinct");
         SnapshotStore { writer }

@@ -34,7 +34,7 @@ use super::{
 };
 use crate::{
     harness::placement::pin,
-    pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers},
+    pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, key_pod_indexers, pod_indexers},
     rows::CacheKind,
 };
 
@@ -68,6 +68,12 @@ pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache
         CacheKind::SnapshotBg => {
             Box::new(InformerCache::<Chunked>::start(store().background_reclaim(true), wiring)?)
         }
+        CacheKind::SnapshotBgKeys => Box::new(InformerCache::<Chunked>::start(
+            StoreBuilder::new(access::<Pod>())
+                .indexers(key_pod_indexers())
+                .background_reclaim(true),
+            wiring,
+        )?),
         CacheKind::SnapshotHamt => {
             Box::new(InformerCache::<Hamt>::start(store().backend::<Hamt>(), wiring)?)
         }
