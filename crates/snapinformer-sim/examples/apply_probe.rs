@@ -27,26 +27,16 @@ use std::{sync::Arc, time::Instant};
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_sim::{
     harness::sched,
-    pods::{self, NODE_NAME_INDEX, OWNER_UID_INDEX, PodProfile, Shape, access, pod_node},
+    pods::{self, PodProfile, Shape, access},
     rows::{CacheKind, SimChange},
 };
-use snapinformer_store::{IndexFn, Indexers, StoreBuilder};
+use snapinformer_store::StoreBuilder;
 
 #[global_allocator]
 static HEAP: snapinformer_arena::Metered<mimalloc::MiMalloc> =
     snapinformer_arena::Metered::new(mimalloc::MiMalloc);
 
 const BATCH: usize = 1000;
-
-fn indexers(covering_owner: bool) -> Indexers<Pod> {
-    let owner = IndexFn::owner_uid(access::<Pod>());
-    let i = if covering_owner {
-        Indexers::new().with_covering(OWNER_UID_INDEX, owner)
-    } else {
-        Indexers::new().with(OWNER_UID_INDEX, owner)
-    };
-    i.with(NODE_NAME_INDEX, IndexFn::field(pod_node))
-}
 
 /// Runs `passes` of `apply` over fresh copies of the updates; returns ns per update per pass.
 fn passes(
@@ -187,7 +177,7 @@ fn main() {
                 continue;
             }
             let (mut writer, _reader) = StoreBuilder::new(access::<Pod>())
-                .indexers(indexers(covering))
+                .indexers(pods::pod_indexers_with(covering))
                 .background_reclaim(bg)
                 .build()
                 .expect("distinct names");

@@ -305,18 +305,26 @@ pub fn pod_node(p: &Pod) -> Option<&str> {
 /// the controllers' hot lookup) and node name (namespace is built in). The locked baseline gets
 /// the same index functions as plain key indexes, as client-go has no other kind.
 pub fn pod_indexers() -> Indexers<Pod> {
-    Indexers::new()
-        .with_covering(OWNER_UID_INDEX, IndexFn::owner_uid(access::<Pod>()))
-        .with(NODE_NAME_INDEX, IndexFn::field(pod_node))
+    pod_indexers_with(true)
 }
 
 /// The same indexes with the owner-UID index holding keys instead of pods, as client-go's (and
 /// the locked rows') indexes do: a control that gives our store the same index work on writes
 /// as the locked rows, at the price of owner lookups that resolve each key in the primary map.
 pub fn key_pod_indexers() -> Indexers<Pod> {
-    Indexers::new()
-        .with(OWNER_UID_INDEX, IndexFn::owner_uid(access::<Pod>()))
-        .with(NODE_NAME_INDEX, IndexFn::field(pod_node))
+    pod_indexers_with(false)
+}
+
+/// The pod indexes with a covering owner-UID index ([`pod_indexers`]) or one of keys
+/// ([`key_pod_indexers`]).
+pub fn pod_indexers_with(covering_owner: bool) -> Indexers<Pod> {
+    let owner = IndexFn::owner_uid(access::<Pod>());
+    let indexers = if covering_owner {
+        Indexers::new().with_covering(OWNER_UID_INDEX, owner)
+    } else {
+        Indexers::new().with(OWNER_UID_INDEX, owner)
+    };
+    indexers.with(NODE_NAME_INDEX, IndexFn::field(pod_node))
 }
 
 /// The simulator's one seeded generator: xorshift64, deterministic from its seed (the figures

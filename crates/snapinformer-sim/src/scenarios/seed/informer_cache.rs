@@ -61,6 +61,8 @@ pub struct InformerCache<B: Backend> {
 /// Returns `None` for a row that is not ours.
 pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache>>, String> {
     let store = || StoreBuilder::new(access::<Pod>()).indexers(pod_indexers());
+    let store_with_key_owner_index =
+        || StoreBuilder::new(access::<Pod>()).indexers(key_pod_indexers());
     Ok(Some(match kind {
         CacheKind::Snapshot => {
             Box::new(InformerCache::<Chunked>::start(store().background_reclaim(false), wiring)?)
@@ -69,9 +71,7 @@ pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache
             Box::new(InformerCache::<Chunked>::start(store().background_reclaim(true), wiring)?)
         }
         CacheKind::SnapshotBgKeys => Box::new(InformerCache::<Chunked>::start(
-            StoreBuilder::new(access::<Pod>())
-                .indexers(key_pod_indexers())
-                .background_reclaim(true),
+            store_with_key_owner_index().background_reclaim(true),
             wiring,
         )?),
         CacheKind::SnapshotHamt => {

@@ -52,9 +52,9 @@ pub struct StoreArgs {
     /// machines (the in-process cache rows only).
     #[arg(long, value_enum, default_value_t = WriterPriority::Normal)]
     pub writer_priority: WriterPriority,
-    /// How the reclaimer threads of `snapinformer`, `snapshot-bg`, `snapshot-bg-keys` and `locked-bg` are
-    /// scheduled: `normal` (the store's default) or `idle` (`SCHED_IDLE`, the store's
-    /// `ReclaimPriority::Idle`).
+    /// How the reclaimer threads of `snapinformer`, `snapshot-bg`, `snapshot-bg-keys` and
+    /// `locked-bg` are scheduled: `normal` (the store's default) or `idle` (`SCHED_IDLE`, the
+    /// store's `ReclaimPriority::Idle`).
     #[arg(long, value_enum, default_value_t = ReclaimerPriority::Normal)]
     pub reclaim_priority: ReclaimerPriority,
     /// Where the informer rows (`snapinformer`, `snapinformer-compact`) run their processing
