@@ -24,8 +24,13 @@ use std::{
     process::Command,
 };
 
-/// Where the Go module is, relative to this crate.
+/// Where the Go module is, relative to this crate (compiled in; see [`MODULE_DIR_ENV`]).
 const MODULE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../baselines/client-go");
+
+/// The environment variable that names the Go module's directory (`baselines/client-go` of a
+/// checkout) for a simulator binary that was built in, or copied from, another checkout: the
+/// compiled-in path is that checkout's.
+pub const MODULE_DIR_ENV: &str = "SNAPINFORMER_CLIENT_GO_MODULE";
 
 /// Name of the worker binary in the cache.
 const BINARY_NAME: &str = "snapinformer-client-go";
@@ -81,6 +86,15 @@ pub enum Error {
         "the client-go rows need the Go toolchain (1.26 or newer) to build baselines/client-go, and `go` was not found on PATH. Install Go from https://go.dev/dl/ (e.g. `curl -LO https://go.dev/dl/go1.26.8.linux-amd64.tar.gz && sudo tar -C /usr/local -xzf go1.26.8.linux-amd64.tar.gz && export PATH=$PATH:/usr/local/go/bin`) and run again, or leave the client-go rows out with --rows"
     )]
     GoMissing,
+    /// The module directory has no `go.mod`.
+    #[error(
+        "the Go worker's module is not at {dir} (no go.mod there). This simulator looks for the baselines/client-go directory of the checkout it was built from; for a binary built elsewhere or copied, set {env_var} to the baselines/client-go directory of a checkout, or leave the client-go rows out with --rows",
+        env_var = MODULE_DIR_ENV
+    )]
+    ModuleMissing {
+        /// Where it was looked for.
+        dir: PathBuf,
+    },
     /// The module's sources could not be read.
     #[error("reading the Go worker's sources in {dir}: {source}")]
     Sources {
@@ -118,9 +132,14 @@ pub fn go_required() -> bool {
         .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty() && v != "0"))
 }
 
-/// The Go module's directory.
+/// The Go module's directory: [`MODULE_DIR_ENV`] if set and not empty, else
+/// `baselines/client-go` of the checkout this binary was built from.
 pub fn module_dir() -> PathBuf {
-    PathBuf::from(MODULE_DIR)
+    module_dir_from(std::env::var_os(MODULE_DIR_ENV))
+}
+
+fn module_dir_from(over: Option<std::ffi::OsString>) -> PathBuf {
+    over.filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from(MODULE_DIR), PathBuf::from)
 }
 
 /// FNV-1a, 64 bits: a content hash for the build cache (not for security).
@@ -188,10 +207,7 @@ pub fn cache_root() -> PathBuf {
 pub fn worker_binary(progress: &dyn Fn(&str)) -> Result<PathBuf> {
     let dir = module_dir();
     if !dir.join("go.mod").is_file() {
-        return Err(Error::Sources {
-            dir: dir.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "go.mod not found"),
-        });
+        return Err(Error::ModuleMissing { dir });
     }
     let hash = source_hash(&dir)?;
     let target_dir = cache_root().join(&hash);
@@ -225,6 +241,32 @@ mod tests {
     fn the_missing_toolchain_error_says_how_to_install_go_and_how_to_do_without() {
         let text = Error::GoMissing.to_string();
         assert!(text.contains("https://go.dev/dl/"), "{text}");
+        assert!(text.contains("--rows"), "{text}");
+    }
+
+    #[test]
+    fn the_module_directory_can_be_named_in_the_environment_and_defaults_to_the_checkouts() {
+        assert_eq!(
+            module_dir_from(Some("/elsewhere/baselines/client-go".into())),
+            PathBuf::from("/elsewhere/baselines/client-go")
+        );
+        assert_eq!(
+            module_dir_from(Some("".into())),
+            PathBuf::from(MODULE_DIR),
+            "empty means unset"
+        );
+        assert_eq!(module_dir_from(None), PathBuf::from(MODULE_DIR));
+        assert!(
+            module_dir_from(None).join("go.mod").is_file(),
+            "the compiled-in path is this checkout's module"
+        );
+    }
+
+    #[test]
+    fn a_missing_module_says_where_it_looked_and_how_to_point_elsewhere() {
+        let text = Error::ModuleMissing { dir: "/gone/baselines/client-go".into() }.to_string();
+        assert!(text.contains("/gone/baselines/client-go"), "{text}");
+        assert!(text.contains(MODULE_DIR_ENV), "{text}");
         assert!(text.contains("--rows"), "{text}");
     }
 
