@@ -246,7 +246,28 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
         let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         let report: SeedReport = serde_json::from_slice(&bytes)
             .map_err(|e| format!("{} is not a seed report: {e}", path.display()))?;
-        write_plots(&report, &args.out);
+        let Some(info) = report.repeat.as_ref().filter(|r| r.runs > 1) else {
+            write_plots(&report, &args.out, 1);
+            return Ok(());
+        };
+        // An aggregated report holds medians beside the first run's curves: plot that run, from
+        // its own file, so that each legend gives the p99 of the curve it labels.
+        let first = info.files.first().ok_or_else(|| {
+            format!("{} aggregates {} runs but names no run file", path.display(), info.runs)
+        })?;
+        let run_path = path.parent().unwrap_or(Path::new(".")).join(first);
+        let run: SeedReport = std::fs::read(&run_path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            .map_err(|e| {
+                format!(
+                    "{} aggregates {} runs and is plotted from its first run, {}, which could not be read: {e} (pass a run's own report instead)",
+                    path.display(),
+                    info.runs,
+                    run_path.display()
+                )
+            })?;
+        write_plots(&run, &args.out, info.runs);
         return Ok(());
     }
     let params = args.params();
@@ -336,7 +357,7 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
         json_path.display(),
         runs_dir.display()
     );
-    write_plots(&report, &args.out);
+    write_plots(&runs[0], &args.out, repeat);
     let missed: Vec<String> = report
         .modes
         .iter()
@@ -517,7 +538,10 @@ fn run_worker(
 }
 
 /// Draws the plots of every mode of `report` into `out/<mode>/`.
-fn write_plots(report: &SeedReport, out: &Path) {
+/// Writes each mode's staleness CDF and queue-depth plots from one run's report (`report`), so
+/// that each legend gives the p99 and maximum of the curve it labels; `repeat` is how many runs
+/// the set had (the subtitle says "run 1 of N").
+fn write_plots(report: &SeedReport, out: &Path, repeat: usize) {
     let params = &report.params;
     for m in &report.modes {
         let dir = out.join(m.mode.name());
@@ -543,6 +567,7 @@ fn write_plots(report: &SeedReport, out: &Path) {
             params.nodes,
             report::staleness_basis(m.mode)
         );
+        let subtitle = if repeat > 1 { format!("{subtitle}; run 1 of {repeat}") } else { subtitle };
         match plot::write_plots(&dir, &rows, &subtitle) {
             Ok(files) => files.iter().for_each(|f| println!("wrote {}", f.display())),
             Err(e) => eprintln!("warning: plots not written: {e}"),

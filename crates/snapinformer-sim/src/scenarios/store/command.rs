@@ -245,7 +245,7 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     if let Some(digest) = report.rows.first().map(|r| &r.workload_digest) {
         println!("workload digest {digest}, the same for every row of every run");
     }
-    write_plots(&args.out, &report);
+    write_plots(&args.out, &report, &runs[0], repeat);
     Ok(())
 }
 
@@ -393,13 +393,18 @@ fn run_worker(
     Ok(report)
 }
 
-fn write_plots(out: &Path, report: &StoreReport) {
+/// Writes the plots: the staleness CDF and the queue depth of `first_run` (one run's curves, with
+/// that run's p99 and maximum in the legend, so that legend and curve agree), and the sweep's
+/// points from `report` (the median of the runs).
+fn write_plots(out: &Path, report: &StoreReport, first_run: &StoreReport, repeat: usize) {
     let p = &report.params;
     let subtitle =
         format!("{} pods, {} readers {}, {}/s", p.objects, p.readers, p.placement.name(), p.rate);
     let mut written = Vec::new();
     if p.open_loop {
-        let rows: Vec<PlotRow<'_>> = report
+        let run_subtitle =
+            if repeat > 1 { format!("{subtitle}; run 1 of {repeat}") } else { subtitle.clone() };
+        let rows: Vec<PlotRow<'_>> = first_run
             .rows
             .iter()
             .map(|r| PlotRow {
@@ -410,7 +415,7 @@ fn write_plots(out: &Path, report: &StoreReport) {
                 depth_series: &r.depth_series,
             })
             .collect();
-        match plot::write_plots(out, &rows, &subtitle) {
+        match plot::write_plots(out, &rows, &run_subtitle) {
             Ok(files) => written.extend(files),
             Err(e) => eprintln!("warning: plots not written: {e}"),
         }
