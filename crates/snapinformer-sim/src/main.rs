@@ -9,9 +9,9 @@ use snapinformer_sim::{
 /// Every row runs on mimalloc, counted by [`snapinformer_arena::Metered`] (per-thread stripes;
 /// the `cap` crate's shared counters, used before, cost 80 ns of CPU per block allocated on one
 /// thread and freed on another, `Metered` 10 ns: BENCHMARKS.md, "The heap meter's own cost").
-/// Copy-on-write allocates and frees many small blocks; on glibc's malloc (`--features
-/// system-alloc`) the snapshot store applied 19% fewer updates per second and the locked store
-/// 10% fewer (BENCHMARKS.md), so the comparison runs on the allocator services that care use.
+/// On glibc's malloc (`--features system-alloc`) building each realistic pod took 2-5x longer in
+/// the Rust rows' processes, and their open loops fell seconds behind (BENCHMARKS.md,
+/// "Allocator"), so the comparison runs on the allocator services that care use.
 ///
 /// mimalloc is wrapped in [`snapinformer_arena::ArenaAlloc`], so that the `snapinformer-arena`
 /// row can build its pods in arenas; every other row's allocations pass through it (one
