@@ -248,6 +248,12 @@ fn sweep<DB: DrawingBackend>(
         .map_err(|e| e.to_string())
 }
 
+/// The subtitle of plots drawn from the first of `repeat` runs: `subtitle`, with "run 1 of N"
+/// when the set had more than one run (the median report's figures are not the curves').
+pub fn first_run_subtitle(subtitle: &str, repeat: usize) -> String {
+    if repeat > 1 { format!("{subtitle}; run 1 of {repeat}") } else { subtitle.to_owned() }
+}
+
 /// Writes `staleness.{svg,png}` and `queue_depth.{svg,png}` into `dir`. Returns the files
 /// written.
 pub fn write_plots(dir: &Path, rows: &[PlotRow<'_>], subtitle: &str) -> Result<Vec<PathBuf>> {

@@ -537,10 +537,9 @@ fn run_worker(
     run_child(cmd, &out, &label, bar)
 }
 
-/// Draws the plots of every mode of `report` into `out/<mode>/`.
-/// Writes each mode's staleness CDF and queue-depth plots from one run's report (`report`), so
-/// that each legend gives the p99 and maximum of the curve it labels; `repeat` is how many runs
-/// the set had (the subtitle says "run 1 of N").
+/// Draws the plots of every mode of `report`, one run's report, into `out/<mode>/`: so that each
+/// legend gives the p99 and maximum of the curve it labels; `repeat` is how many runs the set
+/// had (the subtitle says "run 1 of N").
 fn write_plots(report: &SeedReport, out: &Path, repeat: usize) {
     let params = &report.params;
     for m in &report.modes {
@@ -567,8 +566,7 @@ fn write_plots(report: &SeedReport, out: &Path, repeat: usize) {
             params.nodes,
             report::staleness_basis(m.mode)
         );
-        let subtitle = if repeat > 1 { format!("{subtitle}; run 1 of {repeat}") } else { subtitle };
-        match plot::write_plots(&dir, &rows, &subtitle) {
+        match plot::write_plots(&dir, &rows, &plot::first_run_subtitle(&subtitle, repeat)) {
             Ok(files) => files.iter().for_each(|f| println!("wrote {}", f.display())),
             Err(e) => eprintln!("warning: plots not written: {e}"),
         }

@@ -402,8 +402,7 @@ fn write_plots(out: &Path, report: &StoreReport, first_run: &StoreReport, repeat
         format!("{} pods, {} readers {}, {}/s", p.objects, p.readers, p.placement.name(), p.rate);
     let mut written = Vec::new();
     if p.open_loop {
-        let run_subtitle =
-            if repeat > 1 { format!("{subtitle}; run 1 of {repeat}") } else { subtitle.clone() };
+        let run_subtitle = plot::first_run_subtitle(&subtitle, repeat);
         let rows: Vec<PlotRow<'_>> = first_run
             .rows
             .iter()
