@@ -52,7 +52,8 @@
 //! - Per publication, besides its deltas: the loop's wake-up, one wake-up of each handler's
 //!   thread that waits, and one hand-over to the store's reclaimer. A free loop under a
 //!   steady stream would publish batches of one to three deltas and pay these each time, so
-//!   by default it waits 1 ms of real time after a batch that was not full
+//!   by default, when deltas arrived while a batch that was not full was applied, it waits
+//!   until 1 ms of real time has passed since that batch began
 //!   ([`InformerBuilder::batch_window`]), trading up to that much latency for fewer, larger
 //!   batches (measured: about 30% less CPU per delta at 20,000 deltas a second on the
 //!   project's 2-core machine, BENCHMARKS.md, "The batch window"). Under a paused Tokio

@@ -1063,30 +1063,82 @@ async fn started_with_p1(builder: snapinformer_core::InformerBuilder<Obj>) -> In
     inf
 }
 
-#[tokio::test]
-async fn batch_window_gathers_a_steady_stream_into_one_publication_per_window() {
-    // Real time: a window long enough that the five adds below fall inside it on a busy
-    // machine too; where they do not, only the lower bound on the wait is checked.
+/// Starts an informer with a 300 ms window on `processing` whose publish hook holds p1's
+/// publication until p2..=p6 are queued, so that deltas are waiting when p1's batch ends: they
+/// must come out together, in one publication, once the window that p1's batch opened ends.
+async fn check_the_window_gathers_what_arrives_during_a_batch(processing: Processing) {
     let window = Duration::from_millis(300);
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<u64>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(Some((entered_tx, release_rx)));
+    let inf = Informer::<Obj>::builder(access())
+        .processing(processing)
+        .batch_window(window)
+        .on_publish(move |p| {
+            let taken = gate.lock().unwrap().take();
+            if let Some((entered, release)) = taken {
+                entered.send(p.publication).unwrap();
+                // Bounded, so that a test failing elsewhere does not hang here.
+                let _ = release.recv_timeout(Duration::from_secs(10));
+            }
+        })
+        .build()
+        .unwrap();
+    inf.start().unwrap();
     let began = std::time::Instant::now();
-    let inf = started_with_p1(Informer::<Obj>::builder(access()).batch_window(window)).await;
-    let first = publications(&inf);
+    inf.queue().add(obj("p1", 1)).unwrap();
+    let first =
+        tokio::task::spawn_blocking(move || entered_rx.recv_timeout(Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .expect("p1's publication reached the hook");
     for i in 2..=6 {
         inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
     }
-    let added_within = began.elapsed() < window / 2;
-    if added_within {
-        assert_eq!(publications(&inf), first, "nothing is published inside the window");
-    }
+    release_tx.send(()).unwrap();
     let snap = inf.wait_for("6", Duration::from_secs(10)).await.unwrap();
     assert_eq!(snap.len(), 6);
-    if added_within {
-        assert_eq!(snap.publication(), first + 1, "the five came out in one publication");
-        assert!(inf.metrics().batch_window_waits.get() >= 1, "the wait is counted");
-    }
+    assert_eq!(
+        snap.publication(),
+        first + 1,
+        "{processing:?}: the five came out in one publication"
+    );
+    assert_eq!(inf.metrics().batch_window_waits.get(), 1, "{processing:?}: one wait, counted");
     let waited = began.elapsed();
-    assert!(waited >= window, "held back until the window p1's batch opened ended, not {waited:?}");
+    assert!(
+        waited >= window,
+        "{processing:?}: held back until the window p1's batch opened ended, not {waited:?}"
+    );
     inf.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_window_gathers_deltas_that_arrive_while_a_batch_is_applied() {
+    check_the_window_gathers_what_arrives_during_a_batch(Processing::Runtime).await;
+}
+
+#[tokio::test]
+async fn batch_window_does_not_hold_back_a_stream_the_loop_keeps_up_with() {
+    // Real time, with a window long enough that "at once" and "at the window's end" cannot be
+    // told apart only on a machine that stalls this test for seconds. Each delta comes 50 ms
+    // after the one before it was published: nothing is queued when a batch ends, so no window
+    // opens (before 2026-12-04 every delta here waited out the window p1's batch opened).
+    let window = Duration::from_secs(5);
+    for processing in [Processing::Runtime, Processing::DedicatedThread] {
+        let builder =
+            Informer::<Obj>::builder(access()).processing(processing).batch_window(window);
+        let inf = started_with_p1(builder).await;
+        for i in 2..=4 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let before = std::time::Instant::now();
+            inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
+            inf.wait_for(&i.to_string(), Duration::from_secs(20)).await.unwrap();
+            let took = before.elapsed();
+            assert!(took < window / 2, "{processing:?}: p{i} was held back {took:?}");
+        }
+        assert_eq!(inf.metrics().batch_window_waits.get(), 0, "{processing:?}: never waited");
+        inf.shutdown().await;
+    }
 }
 
 #[tokio::test]
@@ -1153,14 +1205,15 @@ fn the_default_batch_window_needs_no_time_driver() {
         inf
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    for i in 1..=200 {
+    for i in 1..=1000 {
         inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
         if i % 20 == 0 {
-            // A steady stream, so that windows open.
+            // Bursts faster than the loop publishes one delta at a time, so that deltas are
+            // queued when batches end and windows open.
             std::thread::sleep(Duration::from_micros(200));
         }
     }
-    while inf.snapshot().len() < 200 {
+    while inf.snapshot().len() < 1000 {
         assert!(std::time::Instant::now() < deadline, "the loop stopped publishing");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -1169,26 +1222,10 @@ fn the_default_batch_window_needs_no_time_driver() {
     rt.block_on(inf.shutdown());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_window_works_on_a_dedicated_processing_thread() {
     // The thread's runtime is its own, on the real clock: the window must have a timer there.
-    let window = Duration::from_millis(200);
-    let builder = Informer::<Obj>::builder(access())
-        .processing(Processing::DedicatedThread)
-        .batch_window(window);
-    let inf = started_with_p1(builder).await;
-    let first = publications(&inf);
-    let began = std::time::Instant::now();
-    for i in 2..=6 {
-        inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
-    }
-    let snap = inf.wait_for("6", Duration::from_secs(5)).await.unwrap();
-    if began.elapsed() < window / 2 {
-        // Added well inside the window (the usual case): one publication for the five.
-        assert_eq!(snap.publication(), first + 1);
-    }
-    assert_eq!(snap.len(), 6);
-    inf.shutdown().await;
+    check_the_window_gathers_what_arrives_during_a_batch(Processing::DedicatedThread).await;
 }
 
 /// An object that records the name of the thread that frees it.

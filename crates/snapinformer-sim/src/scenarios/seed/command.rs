@@ -107,9 +107,9 @@ pub struct SeedArgs {
     /// kube-controller-manager row, in Go, is not touched).
     #[arg(long)]
     pub pod_arena: bool,
-    /// The `snapinformer` rows' batch window (`InformerBuilder::batch_window`): under a steady
-    /// stream, at most one publication per window unless a batch is full (default: the
-    /// informer's, 1 ms; `0s`: none).
+    /// The `snapinformer` rows' batch window (`InformerBuilder::batch_window`): when deltas
+    /// arrive while a batch is applied, at most one publication per window unless a batch is
+    /// full (default: the informer's, 1 ms; `0s`: none).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub informer_batch_window: Option<Duration>,
     /// The baselines' batch window (a control; default none, as client-go): their applier,

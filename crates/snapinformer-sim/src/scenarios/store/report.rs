@@ -234,8 +234,8 @@ pub fn notes(r: &[StoreRowReport], p: &StoreParams) -> Vec<String> {
     }
     out.push(match p.informer_batch_window_s {
         Some(w) if w <= 0.0 => "Informer batch window: none; the informer rows publish a batch as soon as their loop is free (--informer-batch-window 0).".to_owned(),
-        Some(w) => format!("Informer batch window: the informer rows publish at most one batch per {:.3} ms under a steady stream, unless a batch is full (--informer-batch-window).", w * 1e3),
-        None => format!("Informer batch window: the informer's default; the informer rows publish at most one batch per {:.3} ms under a steady stream, unless a batch is full.", snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64() * 1e3),
+        Some(w) => format!("Informer batch window: the informer rows publish at most one batch per {:.3} ms while updates arrive during their batches, unless a batch is full (--informer-batch-window).", w * 1e3),
+        None => format!("Informer batch window: the informer's default; the informer rows publish at most one batch per {:.3} ms while updates arrive during their batches, unless a batch is full.", snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64() * 1e3),
     });
     if p.open_loop || !p.sweep.is_empty() {
         out.push(open_loop_source_note(r, p.open_loop_updates));
