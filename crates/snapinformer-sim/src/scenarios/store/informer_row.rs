@@ -375,6 +375,8 @@ pub struct InformerRow<T: RowObject> {
     shared: Arc<Shared>,
     writer_core: Option<core_affinity::CoreId>,
     runtime: tokio::runtime::Runtime,
+    /// The batch window the informer was built with.
+    batch_window: Duration,
 }
 
 impl<T: RowObject> InformerRow<T> {
@@ -389,6 +391,7 @@ impl<T: RowObject> InformerRow<T> {
         batch_window: Option<Duration>,
     ) -> Result<Self, String> {
         let writer_core = cores.writer;
+        let batch_window = batch_window.unwrap_or(DEFAULT_BATCH_WINDOW);
         let workers = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -406,7 +409,7 @@ impl<T: RowObject> InformerRow<T> {
             .name("pods")
             .queue(QueueKind::Real)
             .processing(processing.informer())
-            .batch_window(batch_window.unwrap_or(DEFAULT_BATCH_WINDOW))
+            .batch_window(batch_window)
             // Splits the open loop's staleness at publication.
             .on_publish(move |published| {
                 if !hook_pinned.swap(true, Ordering::Relaxed) {
@@ -440,7 +443,7 @@ impl<T: RowObject> InformerRow<T> {
                 }
             }
         });
-        Ok(InformerRow { name, informer, watch, shared, writer_core, runtime })
+        Ok(InformerRow { name, informer, watch, shared, writer_core, runtime, batch_window })
     }
 
     /// Sends `pool` (at once, or on `rate`'s schedule from a feeder thread) and waits until the
@@ -614,7 +617,9 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
     }
 
     fn open_loop(&mut self, updates: Updates, rate: u64) -> Result<OpenLoop, String> {
+        let waits_before = self.informer.metrics().batch_window_waits.get();
         let (p, mut series) = self.run(updates, Some(rate))?;
+        let window_waits = self.informer.metrics().batch_window_waits.get() - waits_before;
         let Some(sched) = p.schedule else {
             return Ok(OpenLoop {
                 staleness: p.staleness,
@@ -643,6 +648,8 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
                 queued_us: st.queued.summary(),
                 delivery_us: p.delivery.summary(),
                 batches: st.batches,
+                batch_window_us: self.batch_window.as_micros() as u64,
+                window_waits,
             }
         });
         // The writer here is the informer's processing thread, not this one: its time is not

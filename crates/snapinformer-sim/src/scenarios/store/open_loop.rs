@@ -59,6 +59,14 @@ pub struct PipelineStages {
     pub delivery_us: Summary,
     /// Publications that carried the phase's updates.
     pub batches: u64,
+    /// The batch window the row's informer was built with, microseconds (0: none).
+    #[serde(default)]
+    pub batch_window_us: u64,
+    /// Windows the processing loop waited out during the phase (the informer's
+    /// `batch_window_waits` counter): it waits only when updates arrived while a batch was
+    /// applied.
+    #[serde(default)]
+    pub window_waits: u64,
 }
 
 /// Where the open-loop writer's time went: applying, sleeping for the next arrival, or waiting
