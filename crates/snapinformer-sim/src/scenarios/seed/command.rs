@@ -113,9 +113,9 @@ pub struct SeedArgs {
     #[arg(long, value_parser = humantime::parse_duration)]
     pub informer_batch_window: Option<Duration>,
     /// The baselines' batch window (a control; default none, as client-go): their applier,
-    /// after a batch that was not full, sleeps until this much has passed since the batch
-    /// began, as our informer does by default. Shows how much of a difference is the window's
-    /// and how much the store's.
+    /// after a batch that was not full during which deltas arrived, sleeps until this much has
+    /// passed since the batch began, as our informer does by default. Shows how much of a
+    /// difference is the window's and how much the store's.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub baseline_batch_window: Option<Duration>,
     /// Rest before each row's worker starts (default 15s, none with --quick): on a virtual

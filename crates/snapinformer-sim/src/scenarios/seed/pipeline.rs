@@ -16,8 +16,9 @@
 //! kube-rs' store must get it uniquely owned.
 //!
 //! With `--baseline-batch-window` (a control, off by default: client-go has no such wait) the
-//! applier waits out a batch window as our informer does by default: after a batch that was
-//! not full, it sleeps until the window has passed since that batch began.
+//! applier waits out a batch window by the rule our informer follows by default: after a batch
+//! that was not full, if deltas arrived while it was applied, it sleeps until the window has
+//! passed since that batch began (an applier that keeps up publishes each delta at once).
 //!
 //! kube-rs has no delta queue: its reflector applies each event from the watch stream to its
 //! store. For the kube-rs row the queue stands for the socket's buffer: a popped batch is
@@ -294,8 +295,9 @@ struct Applier {
     notices: mpsc::Sender<Vec<Notice>>,
     slots: Arc<SlotLog>,
     ack_first: bool,
-    /// After a batch that was not full, the applier sleeps until this much has passed since
-    /// the batch began, as our informer's batch window does (zero: never).
+    /// After a batch that was not full, if deltas arrived while it was applied, the applier
+    /// sleeps until this much has passed since the batch began, as our informer's batch
+    /// window does (zero: never).
     window: Duration,
 }
 
@@ -359,7 +361,7 @@ impl Applier {
                 local = Staleness::default();
             }
             let left = self.window.saturating_sub(started.elapsed());
-            if stamps.len() < MAX_BATCH && !left.is_zero() {
+            if stamps.len() < MAX_BATCH && !left.is_zero() && !self.queue.is_empty() {
                 thread::sleep(left);
             }
         }
