@@ -73,8 +73,11 @@ pub struct StoreArgs {
     #[arg(long, value_delimiter = ',')]
     pub sweep: Vec<u64>,
     /// Length of each point of the sweep (its updates are generated before it, rate x length
-    /// pods in memory at once).
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    /// pods in memory at once). A reader whose operation took `d` sleeps `d x (readers - 1)`,
+    /// so a reader that waited a second sleeps nine: shorter points can end before a slow
+    /// row's readers read again (client-go's did at 5 s on 2026-12-04), and the table marks
+    /// such points with `~`.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     pub sweep_duration: Duration,
     /// Rest before each row's worker starts (default 15s, none with --quick): on a virtual
     /// machine whose host takes freed memory back, a row started right after another grows
@@ -535,6 +538,14 @@ mod tests {
         assert_eq!(rest(&["--rest", "2s"]), 2.0);
         assert_eq!(rest(&["--quick", "--rest", "500ms"]), 0.5);
         assert!(parse(&["--rest", "soon"]).is_err(), "a rest is a duration");
+    }
+
+    #[test]
+    fn sweep_points_last_twenty_seconds_unless_asked_or_quick() {
+        let len = |flags: &[&str]| parse(flags).expect("valid flags").params().sweep_duration_s;
+        assert_eq!(len(&["--sweep", "5000"]), 20.0);
+        assert_eq!(len(&["--sweep", "5000", "--sweep-duration", "5s"]), 5.0);
+        assert_eq!(len(&["--quick", "--sweep", "5000"]), 1.0);
     }
 
     #[test]

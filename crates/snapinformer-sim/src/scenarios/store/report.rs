@@ -820,6 +820,18 @@ saturation rates, freeing counted (the phase's updates over the time until what 
     }
 }
 
+/// One point of the sweep table: `~` if its readers were idle, `*` if not sustainable, then
+/// staleness p99 / backlog at the end.
+fn sweep_cell(p: &sweep::SweepPoint, readers: usize) -> String {
+    format!(
+        "{}{}{}/{}",
+        if p.readers_idle(readers) { "~" } else { "" },
+        if p.sustainable() { "" } else { "*" },
+        fmt_us(p.staleness_us.p99),
+        p.queue_depth_end
+    )
+}
+
 fn sweep_table(s: &mut String, report: &StoreReport) {
     let rates: Vec<u64> = report.params.sweep.clone();
     if rates.is_empty() || report.rows.iter().all(|r| r.sweep.is_empty()) {
@@ -827,7 +839,7 @@ fn sweep_table(s: &mut String, report: &StoreReport) {
     }
     let _ = writeln!(
         s,
-        "\nsweep ({:.0} s per rate; cell = staleness p99 / backlog at the end; * = not sustainable: backlog > {} or p99 >= 1 s):",
+        "\nsweep ({:.0} s per rate; cell = staleness p99 / backlog at the end; * = not sustainable: backlog > {} or p99 >= 1 s; ~ = its readers made fewer operations than there are readers, so it measured little read contention):",
         report.params.sweep_duration_s,
         super::MAX_BATCH
     );
@@ -840,12 +852,7 @@ fn sweep_table(s: &mut String, report: &StoreReport) {
         let mut line = format!("{:<18}", row.name);
         for rate in &rates {
             let cell = match row.sweep.iter().find(|p| p.rate == *rate) {
-                Some(p) => format!(
-                    "{}{}/{}",
-                    if p.sustainable() { "" } else { "*" },
-                    fmt_us(p.staleness_us.p99),
-                    p.queue_depth_end
-                ),
+                Some(p) => sweep_cell(p, report.params.readers),
                 None => "-".to_owned(),
             };
             let _ = write!(line, " {cell:>18}");
@@ -890,6 +897,24 @@ mod tests {
         let t = compact_targets(&[plain, compact, go], 10);
         assert_eq!(t.len(), 5);
         assert!(t[1].target.contains("client-go") && t[1].measured == 0.4 && t[1].met);
+    }
+
+    #[test]
+    fn sweep_cells_mark_idle_readers_and_unsustainable_points() {
+        let p = |ops_per_s: f64, end: u64| sweep::SweepPoint {
+            rate: 5000,
+            elapsed_s: 20.0,
+            reader_ops_per_s: ops_per_s,
+            queue_depth_end: end,
+            staleness_us: Summary { p99: 7_000, ..Summary::default() },
+            ..sweep::SweepPoint::default()
+        };
+        let plain = sweep_cell(&p(10.0, 0), 10);
+        assert!(!plain.starts_with('~') && !plain.starts_with('*'), "{plain}");
+        assert!(plain.ends_with("/0"), "{plain}");
+        assert!(sweep_cell(&p(0.0, 0), 10).starts_with('~'));
+        assert!(sweep_cell(&p(0.0, 5000), 10).starts_with("~*"));
+        assert!(sweep_cell(&p(10.0, 5000), 10).starts_with('*'));
     }
 
     #[test]

@@ -53,6 +53,13 @@ impl SweepPoint {
     pub fn sustainable(&self) -> bool {
         self.queue_depth_end <= MAX_BATCH as u64 && self.staleness_us.p99 < MAX_P99_US
     }
+
+    /// Whether `readers` reader threads completed fewer operations over the point than there
+    /// are readers: most of them read nothing while it ran (a reader that waited long sleeps
+    /// nine times as long), so the point measured the row with little read contention.
+    pub fn readers_idle(&self, readers: usize) -> bool {
+        readers > 0 && self.reader_ops_per_s * self.elapsed_s < readers as f64
+    }
 }
 
 /// The highest offered rate sustained at it and at every lower rate of `points` (see the module
@@ -153,6 +160,19 @@ mod tests {
         assert!(point(5000, 1000, 999_999).sustainable());
         assert!(!point(5000, 1001, 10).sustainable());
         assert!(!point(5000, 0, 1_000_000).sustainable());
+    }
+
+    #[test]
+    fn a_point_whose_readers_made_fewer_operations_than_there_are_readers_is_marked_idle() {
+        let p = |ops_per_s: f64| SweepPoint {
+            elapsed_s: 20.0,
+            reader_ops_per_s: ops_per_s,
+            ..SweepPoint::default()
+        };
+        assert!(p(0.0).readers_idle(10));
+        assert!(p(0.45).readers_idle(10), "9 operations among 10 readers");
+        assert!(!p(0.5).readers_idle(10), "10 operations among 10 readers");
+        assert!(!p(0.0).readers_idle(0), "no readers, nothing to be idle");
     }
 
     #[test]
