@@ -37,6 +37,12 @@
 //! the pairs, since its readers get compact pods where client-go's get typed ones, but the
 //! measure of what compact objects buy the whole informer. Its pools are built in compact form
 //! before each phase, as the `snapshot-compact` row's are (decoding is not measured in any row).
+//!
+//! Two more rows run the same pipeline over `k8s_openapi` pods: `snapinformer-arena`, each pod
+//! built in an arena of its own, and `snapinformer-keys`, a control whose owner-UID index holds
+//! keys, as client-go's informer indexes do, so that the two informers do the same index work
+//! on writes (the product's pod informer keeps it covering: owner lookups read the pods from
+//! the bucket).
 
 use std::{
     sync::{
@@ -65,7 +71,7 @@ use crate::{
         sched::{GroupTime, ThreadSched},
         stats::Latency,
     },
-    pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers},
+    pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, pod_indexers_with},
     rows::{
         CacheReader, Objects,
         compact::{CompactReader, to_compact},
@@ -83,12 +89,19 @@ pub const COMPACT_NAME: &str = "snapinformer-compact";
 /// its own ([`snapinformer_arena::build`]), as a reflector would right after decoding.
 pub const ARENA_NAME: &str = "snapinformer-arena";
 
+/// Report name of the row whose informer's owner-UID index holds keys, as client-go's
+/// informer indexes do, instead of the pods (a control, as `snapshot-bg-keys` is for the
+/// store alone: the same index work on writes as client-go's; owner lookups then resolve each
+/// key in the primary map).
+pub const KEYS_NAME: &str = "snapinformer-keys";
+
 /// What the row needs of the objects its informer caches: `k8s_openapi` pods for
 /// [`NAME`], compact pods for [`COMPACT_NAME`].
 pub trait RowObject: Send + Sync + 'static {
     /// The store the informer is built around: the object's accessors and the pod indexes
-    /// (owner UID, covering; node name), as the product's pod informer builds them.
-    fn store(reclaim: ReclaimerPriority) -> StoreBuilder<Self>
+    /// (owner UID, covering as the product's pod informer builds it, or of keys when
+    /// `covering_owner` is false; node name).
+    fn store(reclaim: ReclaimerPriority, covering_owner: bool) -> StoreBuilder<Self>
     where
         Self: Sized;
     /// The object's resource version.
@@ -104,9 +117,9 @@ pub trait RowObject: Send + Sync + 'static {
 }
 
 impl RowObject for Pod {
-    fn store(reclaim: ReclaimerPriority) -> StoreBuilder<Self> {
+    fn store(reclaim: ReclaimerPriority, covering_owner: bool) -> StoreBuilder<Self> {
         StoreBuilder::new(access::<Pod>())
-            .indexers(pod_indexers())
+            .indexers(pod_indexers_with(covering_owner))
             .reclaim_priority(reclaim.store())
     }
     fn resource_version(&self) -> Option<&str> {
@@ -121,9 +134,15 @@ impl RowObject for Pod {
 }
 
 impl RowObject for CompactPod {
-    fn store(reclaim: ReclaimerPriority) -> StoreBuilder<Self> {
-        StoreBuilder::new(snapinformer_compact::access())
-            .covering_index(OWNER_UID_INDEX, snapinformer_compact::owner_uid_index())
+    fn store(reclaim: ReclaimerPriority, covering_owner: bool) -> StoreBuilder<Self> {
+        let store = StoreBuilder::new(snapinformer_compact::access());
+        let owner = snapinformer_compact::owner_uid_index();
+        let store = if covering_owner {
+            store.covering_index(OWNER_UID_INDEX, owner)
+        } else {
+            store.index(OWNER_UID_INDEX, owner)
+        };
+        store
             .index(NODE_NAME_INDEX, snapinformer_compact::node_name_index())
             .reclaim_priority(reclaim.store())
     }
@@ -382,13 +401,15 @@ pub struct InformerRow<T: RowObject> {
 impl<T: RowObject> InformerRow<T> {
     /// Builds the informer, registers the handler and starts the pipeline (empty until
     /// [`RowDriver::build`]). With the pinned placement the runtime's workers, the feeder and
-    /// the handler's thread run on the writer's core.
+    /// the handler's thread run on the writer's core. `covering_owner` picks the owner-UID
+    /// index's kind ([`RowObject::store`]).
     pub fn start(
         name: &'static str,
         cores: Cores,
         reclaim: ReclaimerPriority,
         processing: InformerProcessing,
         batch_window: Option<Duration>,
+        covering_owner: bool,
     ) -> Result<Self, String> {
         let writer_core = cores.writer;
         let batch_window = batch_window.unwrap_or(DEFAULT_BATCH_WINDOW);
@@ -405,7 +426,7 @@ impl<T: RowObject> InformerRow<T> {
         // A processing thread of its own cannot be pinned from here: the hook, which runs on
         // it, pins it on its first call (as the handler's thread pins itself).
         let hook_pinned = AtomicBool::new(processing == InformerProcessing::Runtime);
-        let informer: Informer<T> = InformerBuilder::with_store(T::store(reclaim))
+        let informer: Informer<T> = InformerBuilder::with_store(T::store(reclaim, covering_owner))
             .name("pods")
             .queue(QueueKind::Real)
             .processing(processing.informer())
@@ -690,5 +711,33 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
             let _ = tokio::time::timeout(Duration::from_secs(30), informer.shutdown()).await;
         });
         notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::store::InProcessRow;
+
+    /// Whether the store a row builds has a covering owner-UID index (and a key node-name
+    /// index), read from the builder's debug form, which lists each index as
+    /// `(name, covering)`.
+    fn owner_index_covers<T: RowObject + std::fmt::Debug>(covering_owner: bool) -> bool {
+        let built = format!("{:?}", T::store(ReclaimerPriority::Normal, covering_owner));
+        let covering = format!("(\"{OWNER_UID_INDEX}\", true)");
+        let keys = format!("(\"{OWNER_UID_INDEX}\", false)");
+        assert!(built.contains(&covering) != built.contains(&keys), "one owner index: {built}");
+        assert!(built.contains(&format!("(\"{NODE_NAME_INDEX}\", false)")), "{built}");
+        built.contains(&covering)
+    }
+
+    #[test]
+    fn the_keys_row_builds_its_owner_index_of_keys_and_the_others_a_covering_one() {
+        assert!(owner_index_covers::<Pod>(true));
+        assert!(!owner_index_covers::<Pod>(false));
+        assert!(owner_index_covers::<CompactPod>(true));
+        assert!(!owner_index_covers::<CompactPod>(false));
+        assert_eq!(InProcessRow::parse(KEYS_NAME), Some(InProcessRow::InformerKeys));
+        assert!(InProcessRow::InformerKeys.is_informer());
     }
 }

@@ -379,6 +379,9 @@ pub enum InProcessRow {
     /// The `snapinformer-arena` row: the same informer caching the same `k8s_openapi` pods,
     /// each built in an arena of its own ([`snapinformer_arena`]).
     InformerArena,
+    /// The `snapinformer-keys` row: the same informer with its owner-UID index holding keys,
+    /// as client-go's does (a control).
+    InformerKeys,
 }
 
 impl InProcessRow {
@@ -389,6 +392,7 @@ impl InProcessRow {
             InProcessRow::Informer => informer_row::NAME,
             InProcessRow::InformerCompact => informer_row::COMPACT_NAME,
             InProcessRow::InformerArena => informer_row::ARENA_NAME,
+            InProcessRow::InformerKeys => informer_row::KEYS_NAME,
         }
     }
 
@@ -397,7 +401,10 @@ impl InProcessRow {
     pub fn is_informer(self) -> bool {
         matches!(
             self,
-            InProcessRow::Informer | InProcessRow::InformerCompact | InProcessRow::InformerArena
+            InProcessRow::Informer
+                | InProcessRow::InformerCompact
+                | InProcessRow::InformerArena
+                | InProcessRow::InformerKeys
         )
     }
 
@@ -412,6 +419,9 @@ impl InProcessRow {
         if name == informer_row::ARENA_NAME {
             return Some(InProcessRow::InformerArena);
         }
+        if name == informer_row::KEYS_NAME {
+            return Some(InProcessRow::InformerKeys);
+        }
         CacheKind::parse(name).map(InProcessRow::Cache)
     }
 
@@ -420,7 +430,9 @@ impl InProcessRow {
     pub fn objects(self, count: usize, make: impl Fn(usize) -> Pod + Sync) -> Objects {
         match self {
             InProcessRow::Cache(kind) => kind.objects(count, make),
-            InProcessRow::Informer => Objects::Pods(pods::generate(count, make)),
+            InProcessRow::Informer | InProcessRow::InformerKeys => {
+                Objects::Pods(pods::generate(count, make))
+            }
             InProcessRow::InformerArena => Objects::Pods(pods::generate_in_arenas(count, make)),
             InProcessRow::InformerCompact => {
                 Objects::Compact(crate::rows::compact::generate(count, &make))
@@ -432,13 +444,14 @@ impl InProcessRow {
         let reclaim = p.reclaim_priority;
         Ok(match self {
             InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind, reclaim)),
-            InProcessRow::Informer | InProcessRow::InformerArena => {
+            InProcessRow::Informer | InProcessRow::InformerArena | InProcessRow::InformerKeys => {
                 Box::new(informer_row::InformerRow::<Pod>::start(
                     self.name(),
                     p.placement.cores(),
                     reclaim,
                     p.informer_processing,
                     p.informer_batch_window_s.map(Duration::from_secs_f64),
+                    self != InProcessRow::InformerKeys,
                 )?)
             }
             InProcessRow::InformerCompact => {
@@ -448,6 +461,7 @@ impl InProcessRow {
                     reclaim,
                     p.informer_processing,
                     p.informer_batch_window_s.map(Duration::from_secs_f64),
+                    true,
                 )?)
             }
         })

@@ -74,6 +74,7 @@ pub fn group(name: &str) -> Group {
         super::informer_row::NAME
         | super::informer_row::COMPACT_NAME
         | super::informer_row::ARENA_NAME
+        | super::informer_row::KEYS_NAME
         | CLIENT_GO => Group::Pipeline,
         "snapshot" | "snapshot-bg" | CLIENT_GO_INDEXER => Group::Store,
         _ => Group::Control,
@@ -119,6 +120,7 @@ pub fn registry() -> Vec<StoreRow> {
         go(CLIENT_GO_INDEXER),
         in_process(InProcessRow::InformerCompact),
         in_process(InProcessRow::InformerArena),
+        in_process(InProcessRow::InformerKeys),
     ];
     for kind in CacheKind::ALL {
         if !rows.iter().any(|r| r.name == kind.name()) {
@@ -158,9 +160,10 @@ mod tests {
     }
 
     #[test]
-    fn the_default_rows_are_every_cache_both_our_informers_and_both_client_go_rows() {
+    fn the_default_rows_are_every_cache_every_informer_of_ours_and_both_client_go_rows() {
         let all = select(&[]).unwrap();
-        assert_eq!(all.len(), CacheKind::ALL.len() + 5);
+        // Ours: snapinformer, -compact, -arena, -keys; and the two client-go rows.
+        assert_eq!(all.len(), CacheKind::ALL.len() + 6);
         let names: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
             names[..5],
@@ -180,6 +183,9 @@ mod tests {
         let arena = all.iter().find(|r| r.name == "snapinformer-arena").unwrap();
         assert_eq!(arena.runner, Runner::InProcess(InProcessRow::InformerArena));
         assert_eq!(group("snapinformer-arena"), Group::Pipeline);
+        let keys = all.iter().find(|r| r.name == "snapinformer-keys").unwrap();
+        assert_eq!(keys.runner, Runner::InProcess(InProcessRow::InformerKeys));
+        assert_eq!(group("snapinformer-keys"), Group::Pipeline);
     }
 
     #[test]
