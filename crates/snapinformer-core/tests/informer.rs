@@ -1197,28 +1197,43 @@ async fn a_paused_clock_turns_the_batch_window_off() {
 
 #[test]
 fn the_default_batch_window_needs_no_time_driver() {
-    // A runtime without `enable_time`: a window on Tokio's timer would panic in the loop.
+    // A runtime without `enable_time`: a window on Tokio's timer would panic in the loop. The
+    // hook holds p1's publication until p2..p6 are queued, so that deltas arrive during a
+    // batch and the default window is waited out for certain (before 2026-12-04 the test
+    // sent bursts and relied on the loop falling behind them, which a loaded machine did not
+    // always let happen).
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(Some((entered_tx, release_rx)));
     let inf = rt.block_on(async {
-        let inf = Informer::<Obj>::builder(access()).build().unwrap();
+        let inf = Informer::<Obj>::builder(access())
+            .on_publish(move |_| {
+                let taken = gate.lock().unwrap().take();
+                if let Some((entered, release)) = taken {
+                    entered.send(()).unwrap();
+                    // Bounded, so that a test failing elsewhere does not hang here.
+                    let _ = release.recv_timeout(Duration::from_secs(10));
+                }
+            })
+            .build()
+            .unwrap();
         inf.start().unwrap();
         inf
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    for i in 1..=1000 {
+    inf.queue().add(obj("p1", 1)).unwrap();
+    entered_rx.recv_timeout(Duration::from_secs(10)).expect("p1's publication reached the hook");
+    for i in 2..=6 {
         inf.queue().add(obj(&format!("p{i}"), i)).unwrap();
-        if i % 20 == 0 {
-            // Bursts faster than the loop publishes one delta at a time, so that deltas are
-            // queued when batches end and windows open.
-            std::thread::sleep(Duration::from_micros(200));
-        }
     }
-    while inf.snapshot().len() < 1000 {
+    release_tx.send(()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while inf.snapshot().len() < 6 {
         assert!(std::time::Instant::now() < deadline, "the loop stopped publishing");
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(inf.is_started() && !inf.is_stopped(), "the loop is alive");
-    assert!(inf.metrics().batch_window_waits.get() >= 1, "windows were waited out");
+    assert_eq!(inf.metrics().batch_window_waits.get(), 1, "the window was waited out once");
     rt.block_on(inf.shutdown());
 }
 

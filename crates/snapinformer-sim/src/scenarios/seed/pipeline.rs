@@ -346,6 +346,9 @@ impl Applier {
                 }
                 seen = done;
             });
+            // Read before the version is announced, so that what arrives after a reader saw
+            // this batch does not count as having arrived during it.
+            let arrived_during = !self.queue.is_empty();
             if !self.ack_first {
                 self.queue.done(&batch);
             }
@@ -361,7 +364,7 @@ impl Applier {
                 local = Staleness::default();
             }
             let left = self.window.saturating_sub(started.elapsed());
-            if stamps.len() < MAX_BATCH && !left.is_zero() && !self.queue.is_empty() {
+            if stamps.len() < MAX_BATCH && !left.is_zero() && arrived_during {
                 thread::sleep(left);
             }
         }
