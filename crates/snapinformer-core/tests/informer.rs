@@ -15,7 +15,7 @@ use std::{
 use common::{Obj, access, eventually, key, labeled, obj};
 use snapinformer_core::{
     DeltaObject, HandlerOptions, Informer, InformerBuilder, InformerFactory, Notification,
-    Processing, QueueKind,
+    Processing, Published, QueueKind,
 };
 use snapinformer_store::{IndexFn, StoreBuilder};
 use tokio::time::timeout;
@@ -1063,25 +1063,37 @@ async fn started_with_p1(builder: snapinformer_core::InformerBuilder<Obj>) -> In
     inf
 }
 
+/// A publish hook that holds the first publication: it sends that publication's number on the
+/// returned receiver, then waits (at most 10 s, so that a test failing elsewhere does not hang
+/// here) until the returned sender is used. Later publications pass through.
+fn hold_first_publication() -> (
+    impl Fn(&Published<'_, Obj>) + Send + Sync + 'static,
+    std::sync::mpsc::Receiver<u64>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<u64>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(Some((entered_tx, release_rx)));
+    let hook = move |p: &Published<'_, Obj>| {
+        let taken = gate.lock().unwrap().take();
+        if let Some((entered, release)) = taken {
+            entered.send(p.publication).unwrap();
+            let _ = release.recv_timeout(Duration::from_secs(10));
+        }
+    };
+    (hook, entered_rx, release_tx)
+}
+
 /// Starts an informer with a 300 ms window on `processing` whose publish hook holds p1's
 /// publication until p2..=p6 are queued, so that deltas are waiting when p1's batch ends: they
 /// must come out together, in one publication, once the window that p1's batch opened ends.
 async fn check_the_window_gathers_what_arrives_during_a_batch(processing: Processing) {
     let window = Duration::from_millis(300);
-    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<u64>();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let gate = Mutex::new(Some((entered_tx, release_rx)));
+    let (hook, entered_rx, release_tx) = hold_first_publication();
     let inf = Informer::<Obj>::builder(access())
         .processing(processing)
         .batch_window(window)
-        .on_publish(move |p| {
-            let taken = gate.lock().unwrap().take();
-            if let Some((entered, release)) = taken {
-                entered.send(p.publication).unwrap();
-                // Bounded, so that a test failing elsewhere does not hang here.
-                let _ = release.recv_timeout(Duration::from_secs(10));
-            }
-        })
+        .on_publish(hook)
         .build()
         .unwrap();
     inf.start().unwrap();
@@ -1203,21 +1215,9 @@ fn the_default_batch_window_needs_no_time_driver() {
     // sent bursts and relied on the loop falling behind them, which a loaded machine did not
     // always let happen).
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
-    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let gate = Mutex::new(Some((entered_tx, release_rx)));
+    let (hook, entered_rx, release_tx) = hold_first_publication();
     let inf = rt.block_on(async {
-        let inf = Informer::<Obj>::builder(access())
-            .on_publish(move |_| {
-                let taken = gate.lock().unwrap().take();
-                if let Some((entered, release)) = taken {
-                    entered.send(()).unwrap();
-                    // Bounded, so that a test failing elsewhere does not hang here.
-                    let _ = release.recv_timeout(Duration::from_secs(10));
-                }
-            })
-            .build()
-            .unwrap();
+        let inf = Informer::<Obj>::builder(access()).on_publish(hook).build().unwrap();
         inf.start().unwrap();
         inf
     });

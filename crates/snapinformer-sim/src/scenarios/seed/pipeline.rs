@@ -347,8 +347,9 @@ impl Applier {
                 seen = done;
             });
             // Read before the version is announced, so that what arrives after a reader saw
-            // this batch does not count as having arrived during it.
-            let arrived_during = !self.queue.is_empty();
+            // this batch does not count as having arrived during it; only with a window (the
+            // read takes the queue's lock).
+            let arrived_during = !self.window.is_zero() && !self.queue.is_empty();
             if !self.ack_first {
                 self.queue.done(&batch);
             }
