@@ -157,7 +157,7 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
     ) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
         match bucket {
             Bucket::Objects(m) => Box::new(m.iter().map(|(_, v)| v)),
-            Bucket::Keys(m) => Box::new(m.iter().filter_map(|(k, _)| self.state.items.get(k))),
+            Bucket::Keys(m) => Box::new(B::resolve(&self.state.items, m)),
         }
     }
 
@@ -191,6 +191,13 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
     pub fn index(&self, index: &str, obj: &T) -> Result<Vec<Arc<T>>> {
         let pos = self.state.index_pos(index)?;
         let values = self.state.indexers.entries[pos].f.values(obj);
+        if let [value] = values.as_slice() {
+            // One bucket has no duplicates to remove.
+            return Ok(match self.state.indexes[pos].get(value) {
+                Some(bucket) => self.bucket_objects(bucket).cloned().collect(),
+                None => Vec::new(),
+            });
+        }
         let mut keys: Vec<&Arc<str>> = Vec::new();
         for value in &values {
             if let Some(bucket) = self.state.indexes[pos].get(value) {

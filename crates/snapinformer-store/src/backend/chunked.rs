@@ -11,6 +11,9 @@ use super::{Backend, KeyHasher, PersistentMap, Shared};
 const MAX_AVG_CHUNK: usize = 12;
 /// Fan-out of the tree above the chunks (log2): 16 pointers per inner node.
 const FANOUT_BITS: u32 = 4;
+/// Keys that [`ChunkedMap::resolve`] walks down the tree together: enough independent walks for
+/// the processor to overlap their cache misses, few enough that the group's state stays in L1.
+const RESOLVE_GROUP: usize = 64;
 
 /// Copy-on-write hash table: small unsorted chunks of `(hash, key, value)` scanned linearly,
 /// under a radix tree of 16-way nodes indexed by the top bits of the hash. The first write to a
@@ -31,6 +34,13 @@ pub struct Chunked;
 impl Backend for Chunked {
     type Map<V: Shared> = ChunkedMap<V>;
     const NAME: &'static str = "chunked";
+
+    fn resolve<'a, V: Shared, W: Shared>(
+        map: &'a ChunkedMap<V>,
+        keys: &'a ChunkedMap<W>,
+    ) -> impl Iterator<Item = &'a V> + 'a {
+        map.resolve(keys)
+    }
 }
 
 struct Chunk<V: Shared> {
@@ -233,6 +243,118 @@ impl<V: Shared> ChunkedMap<V> {
                 None
             }
         }
+    }
+}
+
+impl<V: Shared> ChunkedMap<V> {
+    /// The values this map holds under the keys of `keys` (another map of this backend, such as
+    /// an index bucket of keys), in `keys`' order of iteration; keys this map lacks are skipped.
+    ///
+    /// It gives what `keys.iter().filter_map(|(k, _)| self.get(k))` gives, faster. Each lookup
+    /// walks four to six nodes down the tree at 200,000 to 1,000,000 entries, and each node is
+    /// usually a cache miss; one lookup after another, the misses come one at a time. Here the
+    /// keys go down in groups of [`RESOLVE_GROUP`], one tree level for the whole group at a time,
+    /// so the walks of different keys are independent loads that the processor overlaps. The
+    /// hash each key already has in `keys` is used instead of hashing it again, and a stored key
+    /// that is the same allocation as the wanted one (the store shares its keys with the index
+    /// buckets) matches without reading its bytes.
+    pub fn resolve<'a, W: Shared>(&'a self, keys: &'a ChunkedMap<W>) -> Resolve<'a, V, W> {
+        Resolve {
+            map: self,
+            keys: Iter::new(&keys.root),
+            found: [None; RESOLVE_GROUP],
+            next: 0,
+            len: 0,
+        }
+    }
+}
+
+/// Iterator of [`ChunkedMap::resolve`].
+pub struct Resolve<'a, V: Shared, W: Shared> {
+    map: &'a ChunkedMap<V>,
+    keys: Iter<'a, W>,
+    /// The current group's values, `found[next..len]` not yet returned.
+    found: [Option<&'a V>; RESOLVE_GROUP],
+    next: usize,
+    len: usize,
+}
+
+impl<V: Shared, W: Shared> std::fmt::Debug for Resolve<'_, V, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolve").field("buffered", &(self.len - self.next)).finish()
+    }
+}
+
+impl<'a, V: Shared, W: Shared> Resolve<'a, V, W> {
+    /// Looks up the next group of keys. Returns false when `keys` is exhausted.
+    fn refill(&mut self) -> bool {
+        let Some(first) = self.keys.next() else { return false };
+        let mut group = [first; RESOLVE_GROUP];
+        let mut n = 1;
+        while n < RESOLVE_GROUP {
+            match self.keys.next() {
+                Some(entry) => {
+                    group[n] = entry;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        let map = self.map;
+        let mut chunk_index = [0u64; RESOLVE_GROUP];
+        for (ci, (hash, _, _)) in chunk_index.iter_mut().zip(&group[..n]) {
+            *ci = map.chunk_index(*hash);
+        }
+        // One level of the tree for every key of the group, then the next level: the loads of
+        // different keys do not depend on each other, so their misses overlap.
+        let mut nodes: [&'a Node<V>; RESOLVE_GROUP] = [&*map.root; RESOLVE_GROUP];
+        let mut shift = map.bits;
+        for w in level_bits(map.bits) {
+            shift -= w;
+            let mask = (1u64 << w) - 1;
+            for (node, ci) in nodes[..n].iter_mut().zip(&chunk_index) {
+                let slot = ((ci >> shift) & mask) as usize;
+                *node = match *node {
+                    Node::Inner(children) => &children[slot],
+                    Node::Leaf(_) => unreachable!("tree depth follows `bits`"),
+                };
+            }
+        }
+        self.next = 0;
+        self.len = 0;
+        for (node, (hash, key, _)) in nodes[..n].iter().zip(&group[..n]) {
+            let Node::Leaf(chunk) = *node else { unreachable!("tree depth follows `bits`") };
+            let found = chunk
+                .entries
+                .iter()
+                .find(|(h, k, _)| h == hash && (Arc::ptr_eq(k, key) || **k == **key));
+            if let Some((_, _, value)) = found {
+                self.found[self.len] = Some(value);
+                self.len += 1;
+            }
+        }
+        // A caller that copies the values (an owned read) writes their reference counts, each
+        // usually a miss, and an atomic write does not let the next one's miss start before it
+        // ends: read them all first, so the misses overlap (see `Shared::warm`).
+        let warmed =
+            self.found[..self.len].iter().flatten().fold(0usize, |s, v| s.wrapping_add(v.warm()));
+        std::hint::black_box(warmed);
+        true
+    }
+}
+
+impl<'a, V: Shared, W: Shared> Iterator for Resolve<'a, V, W> {
+    type Item = &'a V;
+
+    fn next(&mut self) -> Option<&'a V> {
+        while self.next == self.len {
+            if !self.refill() {
+                return None;
+            }
+        }
+        let value = self.found[self.next];
+        self.next += 1;
+        value
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 mod chunked;
 mod hamt;
 
-pub use chunked::{Chunked, ChunkedMap};
+pub use chunked::{Chunked, ChunkedMap, Resolve};
 pub use hamt::{Hamt, HamtMap};
 
 /// The hasher used by every backend (and by the benchmark's locked baseline, for fairness).
@@ -85,6 +85,17 @@ pub trait Backend: Send + Sync + 'static {
     type Map<V: Shared>: PersistentMap<V> + Send + Sync + 'static;
     /// Short name for reports (`hamt`, `chunked`).
     const NAME: &'static str;
+
+    /// The values `map` holds under the keys of `keys` (such as an index bucket of keys), in
+    /// `keys`' order of iteration, skipping keys `map` lacks. A key index's lookups go through
+    /// here; a backend may resolve several keys at once (the chunked backend does, see
+    /// [`ChunkedMap::resolve`]). The default looks each key up in turn.
+    fn resolve<'a, V: Shared, W: Shared>(
+        map: &'a Self::Map<V>,
+        keys: &'a Self::Map<W>,
+    ) -> impl Iterator<Item = &'a V> + 'a {
+        keys.iter().filter_map(move |(k, _)| map.get(k))
+    }
 }
 
 #[cfg(test)]
@@ -139,6 +150,62 @@ mod tests {
                 assert_eq!(map.get_key_value(k).map(|(k, _)| k.to_string()).as_ref(), Some(k));
             }
         }
+    }
+
+    /// `resolve` against one `get` per key: every size from an empty map to a tree of several
+    /// levels, keys that are the map's own allocations and keys that are only equal strings,
+    /// keys the map lacks (including whole groups of them), and a map written after the keys
+    /// were taken.
+    fn resolve_matches_one_lookup_per_key<B: Backend>() {
+        let mut rng = StdRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+        for size in [0usize, 1, 5, 13, 200, 5_000, 60_000] {
+            let mut map = B::Map::<u64>::default();
+            for i in 0..size {
+                map.upsert(&format!("ns/pod-{i}"), i as u64);
+            }
+            let mut keys = B::Map::<()>::default();
+            for i in 0..size + 100 {
+                match rng.random_range(0..4) {
+                    // The map's own key allocation, as the store's index buckets hold.
+                    0 | 1 => match map.get_key_value(&format!("ns/pod-{i}")) {
+                        Some((k, _)) => drop(keys.insert(k.clone(), ())),
+                        None => drop(keys.upsert(&format!("ns/pod-{i}"), ())),
+                    },
+                    // An equal string in an allocation of its own.
+                    2 => drop(keys.upsert(&format!("ns/pod-{i}"), ())),
+                    _ => {}
+                }
+            }
+            // A run of absent keys longer than a group.
+            for i in 0..40 {
+                keys.upsert(&format!("other/pod-{i}"), ());
+            }
+            let check = |map: &B::Map<u64>| {
+                let want: Vec<u64> = keys.iter().filter_map(|(k, _)| map.get(k)).copied().collect();
+                let got: Vec<u64> = B::resolve(map, &keys).copied().collect();
+                assert_eq!(got, want, "{} at {size} entries", B::NAME);
+            };
+            check(&map);
+            let held = map.clone();
+            for i in (0..size).step_by(3) {
+                map.remove(&format!("ns/pod-{i}"));
+            }
+            for i in (1..size).step_by(3) {
+                map.upsert(&format!("ns/pod-{i}"), 7);
+            }
+            check(&map);
+            check(&held);
+        }
+    }
+
+    #[test]
+    fn chunked_resolve_finds_what_one_lookup_per_key_finds() {
+        resolve_matches_one_lookup_per_key::<Chunked>();
+    }
+
+    #[test]
+    fn hamt_resolve_finds_what_one_lookup_per_key_finds() {
+        resolve_matches_one_lookup_per_key::<Hamt>();
     }
 
     #[test]
