@@ -10,7 +10,12 @@
 //! - `arc_vs_pointer_at_200k`: cloning (and dropping) the `Arc` of each of 200,000 pods against
 //!   copying plain pointers to them: the per-object cost an owned Rust read pays and a Go list
 //!   does not;
-//! - `snapshot_get_by_key_at_200k`, `reader_snapshot`.
+//! - `snapshot_get_by_key_at_200k`, `reader_snapshot`;
+//! - `key_bucket_resolution/<way>/<entries>`: the chunked map resolving the 1000 keys of one
+//!   owner's bucket of keys (a key index's lookup), one `get` per key against
+//!   [`ChunkedMap::resolve`](snapinformer_store::backend::ChunkedMap::resolve), owned (copied
+//!   `Arc`s) and borrowed, at 200,000 and 1,000,000 entries; each iteration takes the next owner's bucket, so that the caches hold
+//!   little of the tree, as under a running writer.
 //!
 //! `cargo bench -p snapinformer-sim --bench store`
 #![allow(missing_docs)]
@@ -135,5 +140,56 @@ fn snapshot_ops(c: &mut Criterion) {
     c.bench_function("reader_snapshot", |b| b.iter(|| black_box(r.snapshot().len())));
 }
 
-criterion_group!(benches, apply, reads, arc_vs_pointer, snapshot_ops);
+fn key_bucket_resolution(c: &mut Criterion) {
+    use snapinformer_store::backend::{ChunkedMap, PersistentMap};
+    let mut g = c.benchmark_group("key_bucket_resolution");
+    g.sample_size(20);
+    for entries in [200_000usize, 1_000_000] {
+        let owners = entries / 1000;
+        let mut map: ChunkedMap<Arc<u64>> = ChunkedMap::default();
+        for i in 0..entries {
+            map.upsert(&format!("default/web-{}-{}", i % owners, i / owners), Arc::new(i as u64));
+        }
+        // One bucket of keys per owner, holding the map's own key allocations, as a store's
+        // key index does.
+        let mut buckets: Vec<ChunkedMap<()>> = vec![ChunkedMap::default(); owners];
+        for (key, value) in map.iter() {
+            buckets[**value as usize % owners].insert(key.clone(), ());
+        }
+        let mut next = 0usize;
+        g.bench_function(BenchmarkId::new("one_get_per_key", entries), |b| {
+            b.iter(|| {
+                next = (next + 1) % owners;
+                let found: Vec<Arc<u64>> =
+                    buckets[next].iter().filter_map(|(k, _)| map.get(k).cloned()).collect();
+                black_box(found)
+            })
+        });
+        g.bench_function(BenchmarkId::new("resolve", entries), |b| {
+            b.iter(|| {
+                next = (next + 1) % owners;
+                let found: Vec<Arc<u64>> = map.resolve(&buckets[next]).cloned().collect();
+                black_box(found)
+            })
+        });
+        g.bench_function(BenchmarkId::new("one_get_per_key_borrowed", entries), |b| {
+            b.iter(|| {
+                next = (next + 1) % owners;
+                let found: Vec<&Arc<u64>> =
+                    buckets[next].iter().filter_map(|(k, _)| map.get(k)).collect();
+                black_box(found)
+            })
+        });
+        g.bench_function(BenchmarkId::new("resolve_borrowed", entries), |b| {
+            b.iter(|| {
+                next = (next + 1) % owners;
+                let found: Vec<&Arc<u64>> = map.resolve(&buckets[next]).collect();
+                black_box(found)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, apply, reads, arc_vs_pointer, snapshot_ops, key_bucket_resolution);
 criterion_main!(benches);
