@@ -253,11 +253,12 @@ impl<V: Shared> ChunkedMap<V> {
     /// It gives what `keys.iter().filter_map(|(k, _)| self.get(k))` gives, faster. Each lookup
     /// walks four to six nodes down the tree at 200,000 to 1,000,000 entries, and each node is
     /// usually a cache miss; one lookup after another, the misses come one at a time. Here the
-    /// keys go down in groups of [`RESOLVE_GROUP`], one tree level for the whole group at a time,
-    /// so the walks of different keys are independent loads that the processor overlaps. The
-    /// hash each key already has in `keys` is used instead of hashing it again, and a stored key
-    /// that is the same allocation as the wanted one (the store shares its keys with the index
-    /// buckets) matches without reading its bytes.
+    /// keys go down in groups of 64, one tree level for the whole group at a time, so the walks
+    /// of different keys are independent loads that the processor overlaps. The hash each key
+    /// already has in `keys` is used instead of hashing it again, and a stored key that is the
+    /// same allocation as the wanted one (the store shares its keys with the index buckets)
+    /// matches without reading its bytes. At a million entries, 1,000 keys took 203 µs this way
+    /// against 756 µs one get at a time (BENCHMARKS.md, "Key lookups in groups").
     pub fn resolve<'a, W: Shared>(&'a self, keys: &'a ChunkedMap<W>) -> Resolve<'a, V, W> {
         Resolve {
             map: self,
