@@ -14,8 +14,8 @@
 //! - `key_bucket_resolution/<way>/<entries>`: the chunked map resolving the 1000 keys of one
 //!   owner's bucket of keys (a key index's lookup), one `get` per key against
 //!   [`ChunkedMap::resolve`](snapinformer_store::backend::ChunkedMap::resolve), owned (copied
-//!   `Arc`s) and borrowed, at 200,000 and 1,000,000 entries; each iteration takes the next owner's bucket, so that the caches hold
-//!   little of the tree, as under a running writer.
+//!   `Arc`s) and borrowed, at 200,000 and 1,000,000 entries; each iteration takes the next
+//!   owner's bucket, so that the caches hold little of the tree, as under a running writer.
 //!
 //! `cargo bench -p snapinformer-sim --bench store`
 #![allow(missing_docs)]

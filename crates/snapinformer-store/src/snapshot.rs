@@ -169,10 +169,19 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         value: &str,
     ) -> Result<Box<dyn Iterator<Item = &'s Arc<T>> + 's>> {
         let pos = self.state.index_pos(index)?;
-        Ok(match self.state.indexes[pos].get(value) {
+        Ok(self.objects_at(pos, value))
+    }
+
+    /// The objects in bucket `value` of the index at `pos`.
+    fn objects_at<'s>(
+        &'s self,
+        pos: usize,
+        value: &str,
+    ) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
+        match self.state.indexes[pos].get(value) {
             Some(bucket) => self.bucket_objects(bucket),
             None => Box::new(std::iter::empty()),
-        })
+        }
     }
 
     /// Objects whose index `index` has `value` (client-go `ByIndex`).
@@ -193,10 +202,7 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         let values = self.state.indexers.entries[pos].f.values(obj);
         if let [value] = values.as_slice() {
             // One bucket has no duplicates to remove.
-            return Ok(match self.state.indexes[pos].get(value) {
-                Some(bucket) => self.bucket_objects(bucket).cloned().collect(),
-                None => Vec::new(),
-            });
+            return Ok(self.objects_at(pos, value).cloned().collect());
         }
         let mut keys: Vec<&Arc<str>> = Vec::new();
         for value in &values {
