@@ -60,7 +60,7 @@ impl ListWatch<CompactPod> for CompactPodApi {
 
 /// A pod informer named `pods` that caches [`CompactPod`]s, with the same indexes as
 /// [`snapinformer_kube::pods`]: [`NODE_NAME_INDEX`] (key) and
-/// [`OWNER_UID_INDEX`](snapinformer_kube::OWNER_UID_INDEX) (covering).
+/// [`OWNER_UID_INDEX`](snapinformer_kube::OWNER_UID_INDEX) (both of keys).
 ///
 /// Everything else is the plain informer's: snapshots answer `get`, `list`, `by_index`;
 /// handlers receive `Arc<CompactPod>` old and new objects; transforms take `&mut CompactPod`

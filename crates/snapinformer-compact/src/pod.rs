@@ -295,7 +295,8 @@ pub fn access() -> ObjectAccess<CompactPod> {
     ObjectAccess::of()
 }
 
-/// The owner-UID index function (use it as a covering index, as the plain pod informer does).
+/// The owner-UID index function (an index of keys in [`pods_compact`](crate::pods_compact), as in
+/// the plain pod informer).
 pub fn owner_uid_index() -> IndexFn<CompactPod> {
     IndexFn::owner_uid(access())
 }

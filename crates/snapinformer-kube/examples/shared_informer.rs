@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     server.bulk_create_pods(generate::statefulset_pods(&set, &nodes))?;
     println!("test API server at {} with {} pods", server.url(), 5);
 
-    // One shared informer for pods, with the owner-UID index (covering) and a transform.
+    // One shared informer for pods, with the owner-UID index and a transform.
     let informer = pods(Api::all(server.client()?))
         .reflector(ReflectorConfig::new().name("pods"))
         .transform(transform::strip_managed_fields)

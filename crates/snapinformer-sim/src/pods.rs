@@ -301,22 +301,22 @@ pub fn pod_node(p: &Pod) -> Option<&str> {
     p.spec.as_ref()?.node_name.as_deref()
 }
 
-/// The indexes our store gets, as `snapinformer_kube::pods` builds them: owner UID (covering:
-/// the controllers' hot lookup) and node name (namespace is built in). The locked baseline gets
-/// the same index functions as plain key indexes, as client-go has no other kind.
+/// The indexes our store gets, as `snapinformer_kube::pods` builds them: owner UID and node
+/// name, both holding keys (namespace is built in). The locked baselines get the same index
+/// functions, as client-go's indexes are of keys too.
 pub fn pod_indexers() -> Indexers<Pod> {
-    pod_indexers_with(true)
-}
-
-/// The same indexes with the owner-UID index holding keys instead of pods, as client-go's (and
-/// the locked rows') indexes do: a control that gives our store the same index work on writes
-/// as the locked rows, at the price of owner lookups that resolve each key in the primary map.
-pub fn key_pod_indexers() -> Indexers<Pod> {
     pod_indexers_with(false)
 }
 
-/// The pod indexes with a covering owner-UID index ([`pod_indexers`]) or one of keys
-/// ([`key_pod_indexers`]).
+/// The same indexes with a covering owner-UID index (its buckets hold the pods too): owner
+/// lookups read the pods straight from the bucket, and every update that changes a pod writes
+/// it into its owner's bucket as well (the default until 2026-12-05; now a control).
+pub fn covering_pod_indexers() -> Indexers<Pod> {
+    pod_indexers_with(true)
+}
+
+/// The pod indexes with an owner-UID index of keys ([`pod_indexers`]) or a covering one
+/// ([`covering_pod_indexers`]).
 pub fn pod_indexers_with(covering_owner: bool) -> Indexers<Pod> {
     let owner = IndexFn::owner_uid(access::<Pod>());
     let indexers = if covering_owner {

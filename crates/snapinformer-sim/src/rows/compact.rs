@@ -2,8 +2,8 @@
 //!
 //! The chunked store (superseded versions dropped inline, as `snapshot`) over
 //! [`snapinformer_compact::CompactPod`]s: pods as hash-consed JSON trees that share what they
-//! have in common, with the owner-UID index covering and the node-name index, as the compact
-//! pod informer builds them.
+//! have in common, with the owner-UID and node-name indexes (both of keys), as the compact pod
+//! informer builds them.
 //!
 //! - **Generation**: the `store` scenario hands this row pods already in compact form
 //!   ([`generate`]): each pod is encoded to JSON and decoded through the process-wide interner,
@@ -77,7 +77,7 @@ impl CompactStore {
     /// An empty store with the compact pod indexes.
     pub fn new() -> Self {
         let (writer, _reader) = StoreBuilder::new(snapinformer_compact::access())
-            .covering_index(OWNER_UID_INDEX, snapinformer_compact::owner_uid_index())
+            .index(OWNER_UID_INDEX, snapinformer_compact::owner_uid_index())
             .index(NODE_NAME_INDEX, snapinformer_compact::node_name_index())
             // The row's figures were measured with the writer freeing inline; kept so.
             .background_reclaim(false)

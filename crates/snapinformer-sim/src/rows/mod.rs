@@ -12,9 +12,10 @@
 //! - `snapshot-bg`: the chunked store as it is built by default, with background reclamation:
 //!   superseded versions are dropped on a reclaimer thread (as Go's garbage collector does for
 //!   client-go).
-//! - `snapshot-bg-keys`: `snapshot-bg` whose owner-UID index holds keys, as client-go's and the
-//!   locked rows' indexes do, instead of the pods (a control: the same index work on writes as
-//!   the locked rows; owner lookups then resolve each key in the primary map).
+//! - `snapshot-bg-covering`: `snapshot-bg` whose owner-UID index is covering: its buckets hold
+//!   the pods too, so owner lookups read them without resolving keys, and every update writes
+//!   its owner's bucket as well (a control; the default until 2026-12-05). Every other row's
+//!   indexes hold keys, as client-go's do.
 //! - `snapshot-compact`: the chunked store holding compact pods ([`compact`], issue 14): pods as
 //!   hash-consed trees sharing what they have in common, generated in that form ([`Objects`]).
 //! - `locked`: client-go's `threadSafeMap` in Rust ([`locked`]): one reader/writer lock over the
@@ -156,11 +157,11 @@ pub enum CacheKind {
     #[value(name = "snapshot-bg")]
     #[serde(rename = "snapshot-bg")]
     SnapshotBg,
-    /// `snapshot-bg` with its owner-UID index holding keys, as the locked rows' does (a control:
-    /// the same index work on writes as theirs).
-    #[value(name = "snapshot-bg-keys")]
-    #[serde(rename = "snapshot-bg-keys")]
-    SnapshotBgKeys,
+    /// `snapshot-bg` with a covering owner-UID index (a control: faster owner lookups, more
+    /// work on writes than the locked rows' index of keys).
+    #[value(name = "snapshot-bg-covering")]
+    #[serde(rename = "snapshot-bg-covering")]
+    SnapshotBgCovering,
     /// Ours, HAMT persistent map.
     #[value(name = "snapshot-hamt")]
     #[serde(rename = "snapshot-hamt")]
@@ -196,7 +197,7 @@ impl CacheKind {
     pub const ALL: [CacheKind; 10] = [
         CacheKind::Snapshot,
         CacheKind::SnapshotBg,
-        CacheKind::SnapshotBgKeys,
+        CacheKind::SnapshotBgCovering,
         CacheKind::SnapshotHamt,
         CacheKind::SnapshotCompact,
         CacheKind::Locked,
@@ -211,7 +212,7 @@ impl CacheKind {
         match self {
             CacheKind::Snapshot => "snapshot",
             CacheKind::SnapshotBg => "snapshot-bg",
-            CacheKind::SnapshotBgKeys => "snapshot-bg-keys",
+            CacheKind::SnapshotBgCovering => "snapshot-bg-covering",
             CacheKind::SnapshotHamt => "snapshot-hamt",
             CacheKind::SnapshotCompact => "snapshot-compact",
             CacheKind::Locked => "locked",
@@ -233,7 +234,7 @@ impl CacheKind {
             self,
             CacheKind::Snapshot
                 | CacheKind::SnapshotBg
-                | CacheKind::SnapshotBgKeys
+                | CacheKind::SnapshotBgCovering
                 | CacheKind::SnapshotHamt
                 | CacheKind::SnapshotCompact
         )
@@ -266,8 +267,8 @@ impl CacheKind {
             CacheKind::SnapshotBg => {
                 Box::new(snapshot::SnapshotStore::<Chunked>::with_reclaimer(reclaim))
             }
-            CacheKind::SnapshotBgKeys => {
-                Box::new(snapshot::SnapshotStore::<Chunked>::with_key_owner_index(reclaim))
+            CacheKind::SnapshotBgCovering => {
+                Box::new(snapshot::SnapshotStore::<Chunked>::with_covering_owner_index(reclaim))
             }
             CacheKind::SnapshotHamt => Box::new(snapshot::SnapshotStore::<Hamt>::new(false)),
             CacheKind::SnapshotCompact => Box::new(compact::CompactStore::new()),

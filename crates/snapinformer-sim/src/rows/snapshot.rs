@@ -7,7 +7,7 @@ use snapinformer_store::{Backend, Indexers, Reader, ReclaimPriority, StoreBuilde
 
 use super::{BorrowedReads, CacheReader, CacheWriter, OnVisible, SimChange, label_is};
 use crate::pods::{
-    NODE_NAME_INDEX, OWNER_UID_INDEX, access, key_pod_indexers, pod_indexers, pod_node,
+    NODE_NAME_INDEX, OWNER_UID_INDEX, access, covering_pod_indexers, pod_indexers, pod_node,
 };
 
 /// Our store's writer; a batch of changes is one publication.
@@ -27,13 +27,14 @@ impl<B: Backend> SnapshotStore<B> {
         Self::build(StoreBuilder::new(access::<Pod>()).reclaim_priority(priority))
     }
 
-    /// An empty store reclaiming in the background at `priority`, whose owner-UID index holds
-    /// keys, as client-go's and the locked rows' indexes do, instead of the objects (the
-    /// `snapshot-bg-keys` control: the same index work on writes as the locked rows).
-    pub fn with_key_owner_index(priority: ReclaimPriority) -> Self {
+    /// An empty store reclaiming in the background at `priority`, whose owner-UID index is
+    /// covering: its buckets hold the pods as well as their keys (the `snapshot-bg-covering`
+    /// control, the default until 2026-12-05: faster owner lookups, a second copy-on-write path
+    /// on every update).
+    pub fn with_covering_owner_index(priority: ReclaimPriority) -> Self {
         Self::build_with(
             StoreBuilder::new(access::<Pod>()).reclaim_priority(priority),
-            key_pod_indexers(),
+            covering_pod_indexers(),
         )
     }
 

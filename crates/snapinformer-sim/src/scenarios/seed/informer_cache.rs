@@ -34,7 +34,7 @@ use super::{
 };
 use crate::{
     harness::placement::pin,
-    pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, key_pod_indexers, pod_indexers},
+    pods::{NODE_NAME_INDEX, OWNER_UID_INDEX, access, covering_pod_indexers, pod_indexers},
     rows::CacheKind,
 };
 
@@ -61,8 +61,8 @@ pub struct InformerCache<B: Backend> {
 /// Returns `None` for a row that is not ours.
 pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache>>, String> {
     let store = || StoreBuilder::new(access::<Pod>()).indexers(pod_indexers());
-    let store_with_key_owner_index =
-        || StoreBuilder::new(access::<Pod>()).indexers(key_pod_indexers());
+    let store_with_covering_owner_index =
+        || StoreBuilder::new(access::<Pod>()).indexers(covering_pod_indexers());
     Ok(Some(match kind {
         CacheKind::Snapshot => {
             Box::new(InformerCache::<Chunked>::start(store().background_reclaim(false), wiring)?)
@@ -70,8 +70,8 @@ pub fn start(kind: CacheKind, wiring: Wiring) -> Result<Option<Box<dyn SeedCache
         CacheKind::SnapshotBg => {
             Box::new(InformerCache::<Chunked>::start(store().background_reclaim(true), wiring)?)
         }
-        CacheKind::SnapshotBgKeys => Box::new(InformerCache::<Chunked>::start(
-            store_with_key_owner_index().background_reclaim(true),
+        CacheKind::SnapshotBgCovering => Box::new(InformerCache::<Chunked>::start(
+            store_with_covering_owner_index().background_reclaim(true),
             wiring,
         )?),
         CacheKind::SnapshotHamt => {

@@ -52,7 +52,7 @@ pub struct StoreArgs {
     /// machines (the in-process cache rows only).
     #[arg(long, value_enum, default_value_t = WriterPriority::Normal)]
     pub writer_priority: WriterPriority,
-    /// How the reclaimer threads of `snapinformer`, `snapshot-bg`, `snapshot-bg-keys` and
+    /// How the reclaimer threads of `snapinformer`, `snapshot-bg`, `snapshot-bg-covering` and
     /// `locked-bg` are scheduled: `normal` (the store's default) or `idle` (`SCHED_IDLE`, the
     /// store's `ReclaimPriority::Idle`).
     #[arg(long, value_enum, default_value_t = ReclaimerPriority::Normal)]

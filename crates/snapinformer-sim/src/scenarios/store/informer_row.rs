@@ -39,10 +39,10 @@
 //! before each phase, as the `snapshot-compact` row's are (decoding is not measured in any row).
 //!
 //! Two more rows run the same pipeline over `k8s_openapi` pods: `snapinformer-arena`, each pod
-//! built in an arena of its own, and `snapinformer-keys`, a control whose owner-UID index holds
-//! keys, as client-go's informer indexes do, so that the two informers do the same index work
-//! on writes (the product's pod informer keeps it covering: owner lookups read the pods from
-//! the bucket).
+//! built in an arena of its own, and `snapinformer-covering`, a control whose owner-UID index is
+//! covering (its buckets hold the pods, so owner lookups read them without resolving keys, and
+//! every update writes its owner's bucket too). Every other row's indexes hold keys, as
+//! client-go's and the product's pod informer's do.
 
 use std::{
     sync::{
@@ -89,18 +89,17 @@ pub const COMPACT_NAME: &str = "snapinformer-compact";
 /// its own ([`snapinformer_arena::build`]), as a reflector would right after decoding.
 pub const ARENA_NAME: &str = "snapinformer-arena";
 
-/// Report name of the row whose informer's owner-UID index holds keys, as client-go's
-/// informer indexes do, instead of the pods (a control, as `snapshot-bg-keys` is for the
-/// store alone: the same index work on writes as client-go's; owner lookups then resolve each
-/// key in the primary map).
-pub const KEYS_NAME: &str = "snapinformer-keys";
+/// Report name of the row whose informer's owner-UID index is covering (a control, as
+/// `snapshot-bg-covering` is for the store alone; the product's default until 2026-12-05):
+/// owner lookups read the pods from the bucket, and every update writes the bucket too.
+pub const COVERING_NAME: &str = "snapinformer-covering";
 
 /// What the row needs of the objects its informer caches: `k8s_openapi` pods for
 /// [`NAME`], compact pods for [`COMPACT_NAME`].
 pub trait RowObject: Send + Sync + 'static {
     /// The store the informer is built around: the object's accessors and the pod indexes
-    /// (owner UID, covering as the product's pod informer builds it, or of keys when
-    /// `covering_owner` is false; node name).
+    /// (owner UID, of keys as the product's pod informer builds it, or covering when
+    /// `covering_owner` is true; node name).
     fn store(reclaim: ReclaimerPriority, covering_owner: bool) -> StoreBuilder<Self>
     where
         Self: Sized;
@@ -732,12 +731,12 @@ mod tests {
     }
 
     #[test]
-    fn the_keys_row_builds_its_owner_index_of_keys_and_the_others_a_covering_one() {
+    fn the_covering_row_builds_a_covering_owner_index_and_the_others_one_of_keys() {
         assert!(owner_index_covers::<Pod>(true));
         assert!(!owner_index_covers::<Pod>(false));
         assert!(owner_index_covers::<CompactPod>(true));
         assert!(!owner_index_covers::<CompactPod>(false));
-        assert_eq!(InProcessRow::parse(KEYS_NAME), Some(InProcessRow::InformerKeys));
-        assert!(InProcessRow::InformerKeys.is_informer());
+        assert_eq!(InProcessRow::parse(COVERING_NAME), Some(InProcessRow::InformerCovering));
+        assert!(InProcessRow::InformerCovering.is_informer());
     }
 }

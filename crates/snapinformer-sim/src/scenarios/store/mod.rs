@@ -379,9 +379,9 @@ pub enum InProcessRow {
     /// The `snapinformer-arena` row: the same informer caching the same `k8s_openapi` pods,
     /// each built in an arena of its own ([`snapinformer_arena`]).
     InformerArena,
-    /// The `snapinformer-keys` row: the same informer with its owner-UID index holding keys,
-    /// as client-go's does (a control).
-    InformerKeys,
+    /// The `snapinformer-covering` row: the same informer with a covering owner-UID index (a
+    /// control).
+    InformerCovering,
 }
 
 impl InProcessRow {
@@ -392,7 +392,7 @@ impl InProcessRow {
             InProcessRow::Informer => informer_row::NAME,
             InProcessRow::InformerCompact => informer_row::COMPACT_NAME,
             InProcessRow::InformerArena => informer_row::ARENA_NAME,
-            InProcessRow::InformerKeys => informer_row::KEYS_NAME,
+            InProcessRow::InformerCovering => informer_row::COVERING_NAME,
         }
     }
 
@@ -404,7 +404,7 @@ impl InProcessRow {
             InProcessRow::Informer
                 | InProcessRow::InformerCompact
                 | InProcessRow::InformerArena
-                | InProcessRow::InformerKeys
+                | InProcessRow::InformerCovering
         )
     }
 
@@ -419,8 +419,8 @@ impl InProcessRow {
         if name == informer_row::ARENA_NAME {
             return Some(InProcessRow::InformerArena);
         }
-        if name == informer_row::KEYS_NAME {
-            return Some(InProcessRow::InformerKeys);
+        if name == informer_row::COVERING_NAME {
+            return Some(InProcessRow::InformerCovering);
         }
         CacheKind::parse(name).map(InProcessRow::Cache)
     }
@@ -430,7 +430,7 @@ impl InProcessRow {
     pub fn objects(self, count: usize, make: impl Fn(usize) -> Pod + Sync) -> Objects {
         match self {
             InProcessRow::Cache(kind) => kind.objects(count, make),
-            InProcessRow::Informer | InProcessRow::InformerKeys => {
+            InProcessRow::Informer | InProcessRow::InformerCovering => {
                 Objects::Pods(pods::generate(count, make))
             }
             InProcessRow::InformerArena => Objects::Pods(pods::generate_in_arenas(count, make)),
@@ -444,16 +444,16 @@ impl InProcessRow {
         let reclaim = p.reclaim_priority;
         Ok(match self {
             InProcessRow::Cache(kind) => Box::new(CacheDriver::new(kind, reclaim)),
-            InProcessRow::Informer | InProcessRow::InformerArena | InProcessRow::InformerKeys => {
-                Box::new(informer_row::InformerRow::<Pod>::start(
-                    self.name(),
-                    p.placement.cores(),
-                    reclaim,
-                    p.informer_processing,
-                    p.informer_batch_window_s.map(Duration::from_secs_f64),
-                    self != InProcessRow::InformerKeys,
-                )?)
-            }
+            InProcessRow::Informer
+            | InProcessRow::InformerArena
+            | InProcessRow::InformerCovering => Box::new(informer_row::InformerRow::<Pod>::start(
+                self.name(),
+                p.placement.cores(),
+                reclaim,
+                p.informer_processing,
+                p.informer_batch_window_s.map(Duration::from_secs_f64),
+                self == InProcessRow::InformerCovering,
+            )?),
             InProcessRow::InformerCompact => {
                 Box::new(informer_row::InformerRow::<CompactPod>::start(
                     informer_row::COMPACT_NAME,
@@ -461,7 +461,7 @@ impl InProcessRow {
                     reclaim,
                     p.informer_processing,
                     p.informer_batch_window_s.map(Duration::from_secs_f64),
-                    true,
+                    false,
                 )?)
             }
         })

@@ -74,7 +74,7 @@ pub fn group(name: &str) -> Group {
         super::informer_row::NAME
         | super::informer_row::COMPACT_NAME
         | super::informer_row::ARENA_NAME
-        | super::informer_row::KEYS_NAME
+        | super::informer_row::COVERING_NAME
         | CLIENT_GO => Group::Pipeline,
         "snapshot" | "snapshot-bg" | CLIENT_GO_INDEXER => Group::Store,
         _ => Group::Control,
@@ -120,7 +120,7 @@ pub fn registry() -> Vec<StoreRow> {
         go(CLIENT_GO_INDEXER),
         in_process(InProcessRow::InformerCompact),
         in_process(InProcessRow::InformerArena),
-        in_process(InProcessRow::InformerKeys),
+        in_process(InProcessRow::InformerCovering),
     ];
     for kind in CacheKind::ALL {
         if !rows.iter().any(|r| r.name == kind.name()) {
@@ -183,9 +183,9 @@ mod tests {
         let arena = all.iter().find(|r| r.name == "snapinformer-arena").unwrap();
         assert_eq!(arena.runner, Runner::InProcess(InProcessRow::InformerArena));
         assert_eq!(group("snapinformer-arena"), Group::Pipeline);
-        let keys = all.iter().find(|r| r.name == "snapinformer-keys").unwrap();
-        assert_eq!(keys.runner, Runner::InProcess(InProcessRow::InformerKeys));
-        assert_eq!(group("snapinformer-keys"), Group::Pipeline);
+        let covering = all.iter().find(|r| r.name == "snapinformer-covering").unwrap();
+        assert_eq!(covering.runner, Runner::InProcess(InProcessRow::InformerCovering));
+        assert_eq!(group("snapinformer-covering"), Group::Pipeline);
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn build(row: InProcessRow, shape: &Shape, plan: &[(usize, usize)], first_rv: u6
         InProcessRow::InformerArena => {
             Objects::Pods((0..plan.len()).map(|u| pods::in_arena(pod(u))).collect())
         }
-        InProcessRow::Cache(_) | InProcessRow::Informer | InProcessRow::InformerKeys => {
+        InProcessRow::Cache(_) | InProcessRow::Informer | InProcessRow::InformerCovering => {
             Objects::Pods((0..plan.len()).map(|u| Arc::new(pod(u))).collect())
         }
     }
