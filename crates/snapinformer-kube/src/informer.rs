@@ -14,7 +14,7 @@ use k8s_openapi::api::{
 };
 use kube::{Api, Resource};
 use snapinformer_core::{Informer, InformerBuilder};
-use snapinformer_store::{IndexFn, ObjectAccess, StoreBuilder};
+use snapinformer_store::{IndexFn, Indexers, ObjectAccess, StoreBuilder};
 
 use crate::{
     ListWatch, Reflector, ReflectorConfig, ReflectorHandle, ReflectorStatus, Result, StatusHandle,
@@ -47,6 +47,7 @@ impl<K: Send + Sync + 'static, L> fmt::Debug for KubeInformerBuilder<K, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeInformerBuilder")
             .field("name", &self.name)
+            .field("indexers", self.store.configured_indexers())
             .field("config", &self.config)
             .field("transform", &self.transform.is_some())
             .field("watch_error_handler", &self.watch_error_handler.is_some())
@@ -111,6 +112,12 @@ where
     pub fn owner_uid_index(self) -> Self {
         let access = self.access;
         self.index(OWNER_UID_INDEX, IndexFn::owner_uid(access))
+    }
+
+    /// The index functions registered so far, with their kinds (the namespace index is added
+    /// when the informer is built).
+    pub fn configured_indexers(&self) -> &Indexers<K> {
+        self.store.configured_indexers()
     }
 
     /// Adds the owner-UID index ([`OWNER_UID_INDEX`]) as a covering index instead: its buckets
@@ -354,4 +361,27 @@ pub fn statefulsets(api: Api<StatefulSet>) -> KubeInformerBuilder<StatefulSet> {
 /// A DaemonSet informer named `daemonsets`.
 pub fn daemonsets(api: Api<DaemonSet>) -> KubeInformerBuilder<DaemonSet> {
     KubeInformerBuilder::new(api).name("daemonsets")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api() -> Api<Pod> {
+        // Never connected: the builder only needs a client to hold.
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        Api::all(kube::Client::try_from(config).unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_pod_informer_builds_its_owner_index_of_keys_unless_asked_for_covering() {
+        let default = pods(api());
+        assert_eq!(default.configured_indexers().is_covering(OWNER_UID_INDEX), Some(false));
+        assert_eq!(default.configured_indexers().is_covering(NODE_NAME_INDEX), Some(false));
+        assert!(format!("{default:?}").contains("(\"owner-uid\", false)"), "{default:?}");
+
+        let covering = KubeInformerBuilder::new(api()).covering_owner_uid_index();
+        assert_eq!(covering.configured_indexers().is_covering(OWNER_UID_INDEX), Some(true));
+        assert_eq!(covering.configured_indexers().is_covering("absent"), None);
+    }
 }

@@ -173,4 +173,10 @@ impl<T> Indexers<T> {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// Whether the index named `name` is covering (`Some(true)`), of keys (`Some(false)`), or
+    /// not registered here (`None`).
+    pub fn is_covering(&self, name: &str) -> Option<bool> {
+        self.entries.iter().find(|e| &*e.name == name).map(|e| e.covering)
+    }
 }

@@ -130,6 +130,11 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
         self
     }
 
+    /// The index functions registered so far (the namespace index is added at `build`).
+    pub fn configured_indexers(&self) -> &Indexers<T> {
+        &self.indexers
+    }
+
     /// Creates the empty store. Fails with [`Error::IndexExists`] if two index functions share a
     /// name (the namespace index, [`NAMESPACE_INDEX`], is always registered).
     pub fn build(self) -> Result<(Writer<T, B>, Reader<T, B>)> {
