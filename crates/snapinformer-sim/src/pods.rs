@@ -310,7 +310,7 @@ pub fn pod_indexers() -> Indexers<Pod> {
 
 /// The same indexes with a covering owner-UID index (its buckets hold the pods too): owner
 /// lookups read the pods straight from the bucket, and every update that changes a pod writes
-/// it into its owner's bucket as well (the default until 2026-12-05; now a control).
+/// it into its owner's bucket as well (the default until 70aaa9b, 2026-12-04; now a control).
 pub fn covering_pod_indexers() -> Indexers<Pod> {
     pod_indexers_with(true)
 }

@@ -14,7 +14,7 @@
 //!   client-go).
 //! - `snapshot-bg-covering`: `snapshot-bg` whose owner-UID index is covering: its buckets hold
 //!   the pods too, so owner lookups read them without resolving keys, and every update writes
-//!   its owner's bucket as well (a control; the default until 2026-12-05). Every other row's
+//!   its owner's bucket as well (a control; the default until 70aaa9b). Every other row's
 //!   indexes hold keys, as client-go's do.
 //! - `snapshot-compact`: the chunked store holding compact pods ([`compact`], issue 14): pods as
 //!   hash-consed trees sharing what they have in common, generated in that form ([`Objects`]).

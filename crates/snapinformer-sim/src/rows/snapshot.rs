@@ -29,7 +29,7 @@ impl<B: Backend> SnapshotStore<B> {
 
     /// An empty store reclaiming in the background at `priority`, whose owner-UID index is
     /// covering: its buckets hold the pods as well as their keys (the `snapshot-bg-covering`
-    /// control, the default until 2026-12-05: faster owner lookups, a second copy-on-write path
+    /// control, the default until 70aaa9b: faster owner lookups, a second copy-on-write path
     /// on every update).
     pub fn with_covering_owner_index(priority: ReclaimPriority) -> Self {
         Self::build_with(

@@ -90,7 +90,7 @@ pub const COMPACT_NAME: &str = "snapinformer-compact";
 pub const ARENA_NAME: &str = "snapinformer-arena";
 
 /// Report name of the row whose informer's owner-UID index is covering (a control, as
-/// `snapshot-bg-covering` is for the store alone; the product's default until 2026-12-05):
+/// `snapshot-bg-covering` is for the store alone; the product's default until 70aaa9b):
 /// owner lookups read the pods from the bucket, and every update writes the bucket too.
 pub const COVERING_NAME: &str = "snapinformer-covering";
 
