@@ -6,6 +6,7 @@
 //
 //	snapinformer-client-go store --objects N --nodes N --readers N --duration D --rate R \
 //	    --updates N --pod-profile realistic|small --placement unpinned|pinned \
+//	    [--reader-warmup D] [--reader-rate OPS] [--open-loop-updates at-slot|prebuilt] \
 //	    [--sweep R1,R2,... --sweep-duration D] [--quick] \
 //	    --worker client-go|client-go-indexer --worker-out FILE
 //
@@ -29,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -71,6 +73,7 @@ func runStoreCommand(args []string) error {
 	sweepFlag := fs.String("sweep", "", "offered rates of a sweep run after the open loop, comma-separated (e.g. 5000,20000)")
 	sweepDuration := fs.Duration("sweep-duration", 5*time.Second, "length of each point of the sweep")
 	readerWarmup := fs.Duration("reader-warmup", 0, "how long the readers run, unrecorded, before each phase with readers (the Rust parent passes its own)")
+	readerRate := fs.Float64("reader-rate", 0, "operations a second the readers make together, each begun at its slot (0: each sleeps d*(readers-1) after an operation that took d, as the Rust parent's default)")
 	olUpdatesName := fs.String("open-loop-updates", "at-slot", "how the open loop and the sweep get their updates: at-slot (each built when it arrives, as decoding it would be) or prebuilt (all built before the phase, held in a pool)")
 	quick := fs.Bool("quick", false, "the small version: 5,000 pods, 50 nodes, 4 readers, 2 s at 5,000/s, 20,000 updates, sweep points of at most 1 s")
 	worker := fs.String("worker", "", "the row to run: "+strings.Join(backendNames, " or "))
@@ -104,19 +107,20 @@ func runStoreCommand(args []string) error {
 		return err
 	}
 	p := storeParams{
-		objects:   *objects,
-		nodes:     *nodes,
-		readers:   *readers,
-		durationS: duration.Seconds(),
-		rate:      *rate,
-		updates:   *updatesFlag,
-		openLoop:  *rate > 0,
-		profile:   profile,
-		placement: pl,
-		sweep:     sweep,
-		sweepS:    sweepDuration.Seconds(),
-		warmup:    *readerWarmup,
-		olUpdates: olUpdates,
+		objects:    *objects,
+		nodes:      *nodes,
+		readers:    *readers,
+		durationS:  duration.Seconds(),
+		rate:       *rate,
+		updates:    *updatesFlag,
+		openLoop:   *rate > 0,
+		profile:    profile,
+		placement:  pl,
+		sweep:      sweep,
+		sweepS:     sweepDuration.Seconds(),
+		warmup:     *readerWarmup,
+		readerRate: *readerRate,
+		olUpdates:  olUpdates,
 	}
 	if p.updates < 0 {
 		p.updates = max(p.objects, 20_000)
@@ -125,8 +129,8 @@ func runStoreCommand(args []string) error {
 		p.objects, p.nodes, p.readers, p.durationS, p.rate, p.updates, p.openLoop = 5000, 50, 4, 2, 5000, 20_000, true
 		p.sweepS = min(p.sweepS, 1)
 	}
-	if p.objects < 1 || p.readers < 0 || p.warmup < 0 {
-		return fmt.Errorf("--objects must be at least 1, --readers and --reader-warmup not negative")
+	if p.objects < 1 || p.readers < 0 || p.warmup < 0 || !(p.readerRate >= 0) || math.IsInf(p.readerRate, 1) {
+		return fmt.Errorf("--objects must be at least 1, --readers, --reader-warmup and --reader-rate not negative (and the rate finite)")
 	}
 	rep, err := runStore(*worker, p)
 	if err != nil {

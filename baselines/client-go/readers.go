@@ -46,10 +46,12 @@ type readers struct {
 
 // startReaders starts n readers together and returns after warmup, as the Rust `Readers::start`
 // does: only operations begun after the warm-up are recorded. Reader r draws owners from
-// `Rng::new(1000 + r)` and starts at operation r mod 3, as in Rust; after an operation that took
-// d it sleeps max(d*(n-1), 1ms), waking every 20 ms at most to check for stop (through a sleeper,
-// like the open loop's waits).
-func startReaders(idx cache.Indexer, n, owners int, pl *placement, warmup time.Duration) *readers {
+// `Rng::new(1000 + r)` and starts at operation r mod 3, as in Rust. With rate 0, after an
+// operation that took d it sleeps max(d*(n-1), 1ms); with a rate, reader r begins its operations
+// at slots r, r+n, r+2n, ... of a schedule with one slot every 1/rate seconds, at once when it is
+// behind (the Rust `Pacing`). Its sleeps wake every 20 ms at most to check for stop (through a
+// sleeper, like the open loop's waits).
+func startReaders(idx cache.Indexer, n, owners int, pl *placement, warmup time.Duration, rate float64) *readers {
 	rs := &readers{results: make([]*readerLatency, n)}
 	if pl.pinned {
 		pl.mu.Lock()
@@ -72,7 +74,27 @@ func startReaders(idx cache.Indexer, n, owners int, pl *placement, warmup time.D
 			rs.results[r] = lat
 			ready.Done()
 			<-begin
-			measureFrom := time.Now().Add(warmup)
+			began := time.Now()
+			measureFrom := began.Add(warmup)
+			// Rate pacing: this reader's next slot, and the time between its slots.
+			var slot time.Time
+			var every time.Duration
+			if rate > 0 {
+				slot = began.Add(time.Duration(float64(r) / rate * float64(time.Second)))
+				every = time.Duration(float64(n) / rate * float64(time.Second))
+			}
+			sleepUntil := func(until time.Time) {
+				for !rs.stop.Load() {
+					left := time.Until(until)
+					if left <= 0 {
+						break
+					}
+					sl.sleep(min(left, 20*time.Millisecond))
+				}
+			}
+			if rate > 0 {
+				sleepUntil(slot)
+			}
 			var sink int
 			for op := r; !rs.stop.Load(); op++ {
 				owner := rng.below(owners)
@@ -108,14 +130,11 @@ func startReaders(idx cache.Indexer, n, owners int, pl *placement, warmup time.D
 					}
 					lat.ops++
 				}
-				pause := max(d*time.Duration(max(n-1, 0)), time.Millisecond)
-				until := time.Now().Add(pause)
-				for !rs.stop.Load() {
-					left := time.Until(until)
-					if left <= 0 {
-						break
-					}
-					sl.sleep(min(left, 20*time.Millisecond))
+				if rate > 0 {
+					slot = slot.Add(every)
+					sleepUntil(slot)
+				} else {
+					sleepUntil(time.Now().Add(max(d*time.Duration(max(n-1, 0)), time.Millisecond)))
 				}
 			}
 			readSink.Add(int64(sink))

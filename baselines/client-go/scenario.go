@@ -29,6 +29,9 @@ type storeParams struct {
 	sweepS float64
 	// warmup is how long the readers run, unrecorded, before each phase with readers.
 	warmup time.Duration
+	// readerRate is the readers' operations a second together, each begun at its slot (0:
+	// duty pacing, each reader sleeping d*(n-1) after an operation that took d).
+	readerRate float64
 	// olUpdates is how the open loop and the sweep get their updates.
 	olUpdates openLoopUpdates
 }
@@ -187,7 +190,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 	nextRV += uint64(p.updates)
 	progress("saturation: applying with readers")
 	settle()
-	rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
+	rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup, p.readerRate)
 	before := markCPU()
 	t = time.Now()
 	if err := b.applyAll(pool); err != nil {
@@ -226,7 +229,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 		nextRV += uint64(olCount)
 		progress("open loop: %d updates/s for %.0fs with %d readers", p.rate, p.durationS, p.readers)
 		settle()
-		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
+		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup, p.readerRate)
 		before := markCPU()
 		ol, err := b.openLoop(src, p.rate)
 		after := markCPU()
@@ -263,7 +266,7 @@ func runStore(name string, p storeParams) (*storeRowReport, error) {
 		src.addToDigest(digest, fmt.Sprintf("sweep-%d", rate))
 		progress("sweep %d/s for %.0fs with %d readers", rate, p.sweepS, p.readers)
 		settle()
-		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup)
+		rs := startReaders(b.indexer(), p.readers, sh.owners, p.placement, p.warmup, p.readerRate)
 		ol, err := b.openLoop(src, rate)
 		rl := rs.finish()
 		if err != nil {

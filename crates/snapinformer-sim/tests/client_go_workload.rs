@@ -484,3 +484,37 @@ fn the_arena_row_holds_the_same_pods_in_arena_slots_and_the_plain_row_none() {
     );
     assert!(arena.memory.bytes_per_object < 4096);
 }
+
+#[test]
+fn go_and_rust_readers_read_at_the_rate_asked_for_whatever_their_cache() {
+    let Some(bin) = go_worker() else { return };
+    let out = scratch_dir("reader-rate");
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_snapinformer-sim"));
+    // At 1,000 small pods a read takes microseconds: duty-paced readers sleep 1 ms after each and
+    // make hundreds a second; at 40 a second together they make at most that.
+    let rate = ["--reader-rate", "40"];
+    let rows = [
+        run_row_with(&sim, "snapinformer", "unpinned", &rate, &out),
+        run_row_with(&bin, "client-go", "unpinned", &rate, &out),
+    ];
+    let duty = [
+        run_row(&sim, "snapinformer", "unpinned", &out),
+        run_row(&bin, "client-go", "unpinned", &out),
+    ];
+    let _ = std::fs::remove_dir_all(&out);
+    for (paced, free) in rows.iter().zip(&duty) {
+        assert!(
+            paced.reader_ops_per_s > 0.0 && paced.reader_ops_per_s <= 60.0,
+            "{}: {} reads a second at 40 asked for",
+            paced.name,
+            paced.reader_ops_per_s
+        );
+        assert!(
+            free.reader_ops_per_s > 4.0 * paced.reader_ops_per_s,
+            "{}: duty pacing reads more ({} against {} a second)",
+            free.name,
+            free.reader_ops_per_s,
+            paced.reader_ops_per_s
+        );
+    }
+}

@@ -208,6 +208,7 @@ pub fn run(p: &InformerParams, progress: &dyn Fn(&str)) -> Result<InformerReport
         cores.readers,
         // As `store`'s readers: past the burst of their first reads before the open loop.
         super::store::readers::DEFAULT_WARMUP.min(Duration::from_secs_f64(p.duration_s / 4.0)),
+        super::store::readers::Pacing::Duty,
     );
     progress(&format!(
         "open loop: {} updates/s for {:.0}s with {} readers",

@@ -28,7 +28,15 @@ use crate::{
     scenarios::LoadArgs,
 };
 
-use super::readers::DEFAULT_WARMUP;
+use super::readers::{DEFAULT_WARMUP, Pacing};
+
+/// `--reader-rate`: operations a second, finite and not negative.
+fn parse_reader_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
+        _ => Err(format!("{s:?} is not a rate in operations a second (a number, 0 or more)")),
+    }
+}
 
 /// The readers' warm-up with `--quick`, whose phases last about 2 s.
 const QUICK_READER_WARMUP: Duration = Duration::from_millis(500);
@@ -92,6 +100,13 @@ pub struct StoreArgs {
     /// from their start, as runs before 2026-12-03 did.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub reader_warmup: Option<Duration>,
+    /// Operations a second the readers make together, every row alike, each begun at its slot
+    /// (e.g. 10: one a second per reader of ten). Without it (or with 0) each reader sleeps
+    /// `d x (readers - 1)` after an operation that took `d`, so the readers use about one core
+    /// on every row and a slower cache gets fewer reads; with it every row gets the same reads
+    /// and what they cost shows as CPU taken from the writer (see `readers::Pacing`).
+    #[arg(long, value_parser = parse_reader_rate)]
+    pub reader_rate: Option<f64>,
     /// How the open loop and the sweep get their updates, every row alike: `at-slot` builds
     /// each update when it arrives, on the row's source (the stand-in for decoding, so Go's
     /// collector sees the allocation a cluster's events make); `prebuilt` builds them all
@@ -143,6 +158,7 @@ impl StoreArgs {
                 .reader_warmup
                 .unwrap_or(if self.quick { QUICK_READER_WARMUP } else { DEFAULT_WARMUP })
                 .as_secs_f64(),
+            reader_pacing: Pacing::from_rate(self.reader_rate),
             open_loop_updates: self.open_loop_updates,
         };
         if self.quick {
@@ -343,6 +359,9 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
         "--open-loop-updates".into(),
         arg_name(&p.open_loop_updates),
     ];
+    if let Some(rate) = p.reader_pacing.rate() {
+        a.extend(["--reader-rate".into(), rate.to_string()]);
+    }
     if p.writer_priority != WriterPriority::Normal {
         a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
     }
@@ -628,5 +647,31 @@ mod tests {
             !go.iter().any(|f| f == "--informer-batch-window"),
             "the Go worker has no such flag"
         );
+    }
+
+    #[test]
+    fn every_worker_gets_the_reader_rate_and_parses_it_back_and_bad_rates_are_refused() {
+        let default = parse(&[]).expect("valid flags").params();
+        assert_eq!(default.reader_pacing, Pacing::Duty, "duty pacing unless asked");
+        assert!(!worker_args(&default).iter().any(|f| f == "--reader-rate"));
+        assert_eq!(
+            parse(&["--reader-rate", "0"]).expect("valid").params().reader_pacing,
+            Pacing::Duty
+        );
+        let p = parse(&["--reader-rate", "12.5"]).expect("valid flags").params();
+        assert_eq!(p.reader_pacing, Pacing::Rate { per_s: 12.5 });
+        for in_process in [true, false] {
+            let flags = worker_args_for(&p, in_process);
+            let i = flags.iter().position(|f| f == "--reader-rate").expect("passed on");
+            assert_eq!(flags[i + 1], "12.5", "the Go worker gets it too");
+            let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+            let back = parse(&worker).expect("workers parse it").params();
+            assert_eq!(back.reader_pacing, p.reader_pacing);
+        }
+        for bad in ["-1", "fast", "inf", "NaN"] {
+            let flag = format!("--reader-rate={bad}");
+            let err = parse(&[&flag]).expect_err("refused").to_string();
+            assert!(err.contains("operations a second"), "{bad}: {err}");
+        }
     }
 }

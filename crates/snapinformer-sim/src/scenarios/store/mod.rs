@@ -76,7 +76,7 @@ use crate::{
     rows::{CacheKind, CacheReader, CacheWriter, Objects, client_go::GoRuntimeReport},
 };
 use open_loop::OpenLoop;
-use readers::Readers;
+use readers::{Pacing, Readers};
 use snapinformer_compact::CompactPod;
 pub use source::{OpenLoopUpdates, Updates};
 use sweep::SweepPoint;
@@ -134,6 +134,10 @@ pub struct StoreParams {
     /// 0 in reports from before it).
     #[serde(default)]
     pub reader_warmup_s: f64,
+    /// How the readers space their operations (`--reader-rate`; duty pacing in reports from
+    /// before it existed).
+    #[serde(default)]
+    pub reader_pacing: Pacing,
     /// How the open loop and the sweep get their updates: built at their slots (the default)
     /// or from a pool built before the phase (`--open-loop-updates`; `prebuilt` in reports from
     /// before it existed).
@@ -629,7 +633,8 @@ pub fn run_row(
     log("saturation: applying with readers");
     settled(heap);
     let warmup = Duration::from_secs_f64(p.reader_warmup_s);
-    let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers, warmup);
+    let readers =
+        Readers::start(reader.clone(), p.readers, &shape, cores.readers, warmup, p.reader_pacing);
     let sched = ThreadSched::now();
     let t = Instant::now();
     let applied = driver.apply_all(pool);
@@ -658,7 +663,14 @@ pub fn run_row(
             p.rate, p.duration_s, p.readers
         ));
         settled(heap);
-        let readers = Readers::start(reader.clone(), p.readers, &shape, cores.readers, warmup);
+        let readers = Readers::start(
+            reader.clone(),
+            p.readers,
+            &shape,
+            cores.readers,
+            warmup,
+            p.reader_pacing,
+        );
         let threads = ThreadsCpu::now();
         let priority = p.writer_priority.enter();
         let ol = driver.open_loop(pool, p.rate);
@@ -708,6 +720,7 @@ pub fn run_row(
             duration_s: p.sweep_duration_s,
             reader_core: cores.readers,
             reader_warmup: warmup,
+            reader_pacing: p.reader_pacing,
             writer_priority: p.writer_priority,
             seed: 100 + i as u64,
             heap,

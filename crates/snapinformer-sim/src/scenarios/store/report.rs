@@ -368,7 +368,7 @@ pub fn table(report: &StoreReport) -> String {
     let range = |i: usize, path: &str| spread.and_then(|sp| sp.range(&format!("/rows/{i}{path}")));
     let _ = writeln!(
         s,
-        "store scenario: {} pods ({:?} profile, {} B as JSON), {} readers {} (warmed up {:.1} s before each phase), saturation {} updates, open loop {}/s for {:.0}s, allocator {}, {:.0} s rest before each row{}",
+        "store scenario: {} pods ({:?} profile, {} B as JSON), {} readers {} {} (warmed up {:.1} s before each phase), saturation {} updates, open loop {}/s for {:.0}s, allocator {}, {:.0} s rest before each row{}",
         p.objects,
         p.pod_profile,
         // The pods as JSON from a Rust row (Go's encoder also writes empty fields).
@@ -381,6 +381,7 @@ pub fn table(report: &StoreReport) -> String {
             .unwrap_or(0),
         p.readers,
         p.placement.name(),
+        p.reader_pacing.describe(),
         p.reader_warmup_s,
         p.updates,
         p.rate,

@@ -84,6 +84,8 @@ pub struct Load<'a> {
     pub reader_core: Option<core_affinity::CoreId>,
     /// How long the readers run, unrecorded, before the point starts.
     pub reader_warmup: std::time::Duration,
+    /// How the readers space their operations.
+    pub reader_pacing: super::readers::Pacing,
     /// How the writer is scheduled during the point.
     pub writer_priority: WriterPriority,
     /// Seed of the point's updates.
@@ -125,6 +127,7 @@ pub fn point(
         load.shape,
         load.reader_core,
         load.reader_warmup,
+        load.reader_pacing,
     );
     load.writer_priority.enter();
     let ol = row.open_loop(pool, rate);
