@@ -12,6 +12,9 @@
 //! threads that stay alive (parked) instead of threads that exit, so that the allocator's pages
 //! holding them are never abandoned (`PROBE_LIVE_GENERATORS=1 cargo run ... -- 200000 100000 "(freed)"`).
 //!
+//! `PROBE_BATCH=<n>` sets the batch size (1000 by default; the open loop at 20,000/s publishes
+//! batches of about 4, where each update copies the path of inner nodes above its chunk).
+//!
 //! Each line is the median of 5 passes over the same updates (in nanoseconds per update) and the
 //! pass's spread. Standard error has each pass, with the CPU every thread group used per update
 //! from the pass's start to half a second after its end (a reclaimer thread's share included).
@@ -36,7 +39,19 @@ use snapinformer_store::StoreBuilder;
 static HEAP: snapinformer_arena::Metered<mimalloc::MiMalloc> =
     snapinformer_arena::Metered::new(mimalloc::MiMalloc);
 
+/// Updates per batch unless `PROBE_BATCH` says otherwise.
 const BATCH: usize = 1000;
+
+/// The batch size: `PROBE_BATCH`, or [`BATCH`].
+fn batch_size() -> usize {
+    match std::env::var("PROBE_BATCH") {
+        Err(_) => BATCH,
+        Ok(v) => v.parse().ok().filter(|&b| b > 0).unwrap_or_else(|| {
+            eprintln!("PROBE_BATCH={v:?} is not a batch size (a whole number, at least 1)");
+            std::process::exit(2);
+        }),
+    }
+}
 
 /// Runs `passes` of `apply` over fresh copies of the updates; returns ns per update per pass.
 fn passes(
@@ -52,7 +67,7 @@ fn passes(
             let (u0, s0) = thread_times();
             let threads0 = sched::ThreadsCpu::now();
             let start = Instant::now();
-            for chunk in ups.chunks(BATCH) {
+            for chunk in ups.chunks(batch_size()) {
                 apply(chunk.to_vec());
             }
             let ns = start.elapsed().as_nanos() as f64 / n_updates as f64;
@@ -163,7 +178,10 @@ fn main() {
             pods::updates(&shape, u, first_rv, seed)
         }
     };
-    println!("{n} {profile:?} pods, {u} updates in batches of {BATCH}, one thread, no readers");
+    println!(
+        "{n} {profile:?} pods, {u} updates in batches of {}, one thread, no readers",
+        batch_size()
+    );
     let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     for hold in [true, false] {
         let mode = if hold { "held" } else { "freed" };

@@ -420,8 +420,11 @@ fn run_worker(
 /// points from `report` (the median of the runs).
 fn write_plots(out: &Path, report: &StoreReport, first_run: &StoreReport, repeat: usize) {
     let p = &report.params;
-    let subtitle =
-        format!("{} pods, {} readers {}, {}/s", p.objects, p.readers, p.placement.name(), p.rate);
+    let readers = match p.reader_pacing.rate() {
+        Some(rate) => format!("{} readers {} at {rate} reads/s", p.readers, p.placement.name()),
+        None => format!("{} readers {}", p.readers, p.placement.name()),
+    };
+    let subtitle = format!("{} pods, {readers}, {}/s", p.objects, p.rate);
     let mut written = Vec::new();
     if p.open_loop {
         let run_subtitle = plot::first_run_subtitle(&subtitle, repeat);
@@ -454,7 +457,7 @@ fn write_plots(out: &Path, report: &StoreReport, first_run: &StoreReport, repeat
                     .collect(),
             })
             .collect();
-        let subtitle = format!("{} pods, {} readers {}", p.objects, p.readers, p.placement.name());
+        let subtitle = format!("{} pods, {readers}", p.objects);
         match plot::write_sweep_plots(out, &lines, &subtitle) {
             Ok(files) => written.extend(files),
             Err(e) => eprintln!("warning: sweep plots not written: {e}"),
