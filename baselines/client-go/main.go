@@ -73,7 +73,7 @@ func runStoreCommand(args []string) error {
 	sweepFlag := fs.String("sweep", "", "offered rates of a sweep run after the open loop, comma-separated (e.g. 5000,20000)")
 	sweepDuration := fs.Duration("sweep-duration", 5*time.Second, "length of each point of the sweep")
 	readerWarmup := fs.Duration("reader-warmup", 0, "how long the readers run, unrecorded, before each phase with readers (the Rust parent passes its own)")
-	readerRate := fs.Float64("reader-rate", 0, "operations a second the readers make together, each begun at its slot (0: each sleeps d*(readers-1) after an operation that took d, as the Rust parent's default)")
+	readerRate := fs.Float64("reader-rate", 0, "operations a second the readers make together, each begun at its slot (0: each sleeps d*(readers-1) after an operation that took d, the Rust parent's --reader-rate duty; the parent always passes this flag)")
 	olUpdatesName := fs.String("open-loop-updates", "at-slot", "how the open loop and the sweep get their updates: at-slot (each built when it arrives, as decoding it would be) or prebuilt (all built before the phase, held in a pool)")
 	quick := fs.Bool("quick", false, "the small version: 5,000 pods, 50 nodes, 4 readers, 2 s at 5,000/s, 20,000 updates, sweep points of at most 1 s")
 	worker := fs.String("worker", "", "the row to run: "+strings.Join(backendNames, " or "))

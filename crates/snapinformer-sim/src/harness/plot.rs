@@ -191,6 +191,7 @@ fn sweep<DB: DrawingBackend>(
     lines: &[SweepLine<'_>],
     figure: SweepFigure,
     title: &str,
+    x_desc: &str,
 ) -> Result<(), String> {
     area.fill(&WHITE).map_err(|e| e.to_string())?;
     let value = |p: &(f64, f64, f64)| match figure {
@@ -219,9 +220,9 @@ fn sweep<DB: DrawingBackend>(
     };
     chart
         .configure_mesh()
-        .x_desc("offered updates/s (log scale)")
+        .x_desc(x_desc)
         .y_desc(y_desc)
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| if *x >= 10.0 { format!("{x:.0}") } else { format!("{x:.1}") })
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(|e| e.to_string())?;
@@ -289,20 +290,46 @@ pub fn write_sweep_plots(
     lines: &[SweepLine<'_>],
     subtitle: &str,
 ) -> Result<Vec<PathBuf>> {
+    let axis = SweepAxis { stem: "sweep", what: "offered rate", desc: "offered updates/s" };
+    write_plots_against(dir, lines, subtitle, &axis)
+}
+
+/// What a sweep's points vary: the x axis of [`write_plots_against`].
+#[derive(Debug, Clone, Copy)]
+pub struct SweepAxis<'a> {
+    /// File-name stem: `<stem>_staleness_p99` and `<stem>_queue_depth`.
+    pub stem: &'a str,
+    /// The title's name for it (e.g. "offered rate").
+    pub what: &'a str,
+    /// The axis label, with its unit (e.g. "offered updates/s"); drawn on a log scale.
+    pub desc: &'a str,
+}
+
+/// Writes `<stem>_staleness_p99.{svg,png}` and `<stem>_queue_depth.{svg,png}` into `dir`: each
+/// line's staleness p99 and largest queue depth against what `axis` names (the first value of
+/// each point). Returns the files written.
+pub fn write_plots_against(
+    dir: &Path,
+    lines: &[SweepLine<'_>],
+    subtitle: &str,
+    axis: &SweepAxis<'_>,
+) -> Result<Vec<PathBuf>> {
     register_font()?;
     let size = (1000, 600);
     let mut written = Vec::new();
-    for (stem, figure, what) in [
-        ("sweep_staleness_p99", SweepFigure::StalenessP99, "Staleness p99"),
-        ("sweep_queue_depth", SweepFigure::DepthMax, "Queue depth max"),
+    for (suffix, figure, what) in [
+        ("staleness_p99", SweepFigure::StalenessP99, "Staleness p99"),
+        ("queue_depth", SweepFigure::DepthMax, "Queue depth max"),
     ] {
-        let title = format!("{what} against offered rate ({subtitle})");
+        let title = format!("{what} against {} ({subtitle})", axis.what);
+        let x_desc = format!("{} (log scale)", axis.desc);
+        let stem = format!("{}_{suffix}", axis.stem);
         let p = dir.join(format!("{stem}.svg"));
-        sweep(SVGBackend::new(&p, size).into_drawing_area(), lines, figure, &title)
+        sweep(SVGBackend::new(&p, size).into_drawing_area(), lines, figure, &title, &x_desc)
             .map_err(|e| draw_err(&p, e))?;
         written.push(p);
         let p = dir.join(format!("{stem}.png"));
-        sweep(BitMapBackend::new(&p, size).into_drawing_area(), lines, figure, &title)
+        sweep(BitMapBackend::new(&p, size).into_drawing_area(), lines, figure, &title, &x_desc)
             .map_err(|e| draw_err(&p, e))?;
         written.push(p);
     }

@@ -30,13 +30,22 @@ use crate::{
 
 use super::readers::{DEFAULT_WARMUP, Pacing};
 
-/// `--reader-rate`: operations a second, finite and not negative.
+/// `--reader-rate`: operations a second, finite and not negative; `duty` (or 0) for duty pacing.
 fn parse_reader_rate(s: &str) -> Result<f64, String> {
+    if s.trim().eq_ignore_ascii_case("duty") {
+        return Ok(0.0);
+    }
     match s.trim().parse::<f64>() {
         Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
-        _ => Err(format!("{s:?} is not a rate in operations a second (a number, 0 or more)")),
+        _ => Err(format!(
+            "{s:?} is not a rate in operations a second (a number, 0 or more) nor `duty`"
+        )),
     }
 }
+
+/// The readers' operations a second per reader when `--reader-rate` is not given: ten readers
+/// make ten reads a second together, on every row alike.
+pub const DEFAULT_READS_PER_READER_PER_S: f64 = 1.0;
 
 /// The readers' warm-up with `--quick`, whose phases last about 2 s.
 const QUICK_READER_WARMUP: Duration = Duration::from_millis(500);
@@ -101,11 +110,12 @@ pub struct StoreArgs {
     #[arg(long, value_parser = humantime::parse_duration)]
     pub reader_warmup: Option<Duration>,
     /// Operations a second the readers make together, every row alike, each begun at its slot
-    /// (e.g. 10: one a second per reader of ten). Without it (or with 0) each reader sleeps
+    /// (default: one a second per reader, so 10 with ten readers). Every row gets the same
+    /// reads, and what they cost shows as CPU taken from the writer. `duty` (or 0) paces them
+    /// by duty instead, as every run before 2026-12-05 did: each reader sleeps
     /// `d x (readers - 1)` after an operation that took `d`, so the readers use about one core
-    /// on every row and a slower cache gets fewer reads; with it every row gets the same reads
-    /// and what they cost shows as CPU taken from the writer (see `readers::Pacing`).
-    #[arg(long, value_parser = parse_reader_rate)]
+    /// on every row and a slower cache gets fewer reads (see `readers::Pacing`).
+    #[arg(long, value_name = "OPS|duty", value_parser = parse_reader_rate)]
     pub reader_rate: Option<f64>,
     /// How the open loop and the sweep get their updates, every row alike: `at-slot` builds
     /// each update when it arrives, on the row's source (the stand-in for decoding, so Go's
@@ -158,7 +168,7 @@ impl StoreArgs {
                 .reader_warmup
                 .unwrap_or(if self.quick { QUICK_READER_WARMUP } else { DEFAULT_WARMUP })
                 .as_secs_f64(),
-            reader_pacing: Pacing::from_rate(self.reader_rate),
+            reader_pacing: Pacing::Duty, // set below, once the number of readers is known
             open_loop_updates: self.open_loop_updates,
         };
         if self.quick {
@@ -171,6 +181,9 @@ impl StoreArgs {
             p.open_loop = true;
             p.sweep_duration_s = p.sweep_duration_s.min(1.0);
         }
+        p.reader_pacing = Pacing::from_rate(Some(
+            self.reader_rate.unwrap_or(p.readers as f64 * DEFAULT_READS_PER_READER_PER_S),
+        ));
         p
     }
 
@@ -359,9 +372,9 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
         "--open-loop-updates".into(),
         arg_name(&p.open_loop_updates),
     ];
-    if let Some(rate) = p.reader_pacing.rate() {
-        a.extend(["--reader-rate".into(), rate.to_string()]);
-    }
+    // Always passed: a worker left to its own default would pace by rate, the Go worker by
+    // duty. 0 means duty pacing to both.
+    a.extend(["--reader-rate".into(), p.reader_pacing.rate().unwrap_or(0.0).to_string()]);
     if p.writer_priority != WriterPriority::Normal {
         a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
     }
@@ -655,12 +668,27 @@ mod tests {
     #[test]
     fn every_worker_gets_the_reader_rate_and_parses_it_back_and_bad_rates_are_refused() {
         let default = parse(&[]).expect("valid flags").params();
-        assert_eq!(default.reader_pacing, Pacing::Duty, "duty pacing unless asked");
-        assert!(!worker_args(&default).iter().any(|f| f == "--reader-rate"));
         assert_eq!(
-            parse(&["--reader-rate", "0"]).expect("valid").params().reader_pacing,
-            Pacing::Duty
+            default.reader_pacing,
+            Pacing::Rate { per_s: default.readers as f64 },
+            "one read a second per reader unless asked"
         );
+        let quick = parse(&["--quick"]).expect("valid flags").params();
+        assert_eq!(quick.reader_pacing, Pacing::Rate { per_s: quick.readers as f64 });
+        let fewer = parse(&["--readers", "3"]).expect("valid flags").params();
+        assert_eq!(fewer.reader_pacing, Pacing::Rate { per_s: 3.0 }, "follows --readers");
+        for duty in ["0", "duty", "Duty"] {
+            let p = parse(&["--reader-rate", duty]).expect("valid").params();
+            assert_eq!(p.reader_pacing, Pacing::Duty, "{duty}");
+            for in_process in [true, false] {
+                let flags = worker_args_for(&p, in_process);
+                let i = flags.iter().position(|f| f == "--reader-rate").expect("passed on");
+                assert_eq!(flags[i + 1], "0", "duty pacing is 0 to both workers");
+                let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+                let back = parse(&worker).expect("workers parse it").params();
+                assert_eq!(back.reader_pacing, Pacing::Duty, "not the worker's own default");
+            }
+        }
         let p = parse(&["--reader-rate", "12.5"]).expect("valid flags").params();
         assert_eq!(p.reader_pacing, Pacing::Rate { per_s: 12.5 });
         for in_process in [true, false] {

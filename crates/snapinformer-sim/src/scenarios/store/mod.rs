@@ -134,8 +134,8 @@ pub struct StoreParams {
     /// 0 in reports from before it).
     #[serde(default)]
     pub reader_warmup_s: f64,
-    /// How the readers space their operations (`--reader-rate`; duty pacing in reports from
-    /// before it existed).
+    /// How the readers space their operations (`--reader-rate`, by default one read a second
+    /// per reader; duty pacing in reports from before the flag existed).
     #[serde(default)]
     pub reader_pacing: Pacing,
     /// How the open loop and the sweep get their updates: built at their slots (the default)

@@ -68,8 +68,9 @@ pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
 #[serde(rename_all = "kebab-case")]
 pub enum Pacing {
     /// After an operation that took `d`, a reader sleeps `d x (readers - 1)` (at least 1 ms):
-    /// together they keep about one core busy, whatever the cache (the default, and what every
-    /// run before 2026-12-05 measured).
+    /// together they keep about one core busy, whatever the cache (`--reader-rate duty`, and
+    /// what every run before 2026-12-05 measured, hence the default of reports that do not name
+    /// their pacing; `store`'s own default is one read a second per reader).
     #[default]
     Duty,
     /// `per_s` operations a second, all readers together, each begun at its slot: reader `r`
