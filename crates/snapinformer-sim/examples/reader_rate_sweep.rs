@@ -13,7 +13,7 @@
 //! Prints, per rate and row, the median and range of the p99 and of the queue maximum, the
 //! median of the same-run ratios against `<anchor-row>`, and the reads the readers made; writes
 //! `reader_rate_staleness_p99.{svg,png}` and `reader_rate_queue_depth.{svg,png}` into `<dir>`
-//! (the medians).
+//! (the medians; a row measured at one rate only is left out of the plots).
 
 use std::{collections::BTreeMap, path::Path, process::ExitCode};
 
@@ -27,9 +27,14 @@ struct RowRun {
     reads_per_s: Option<f64>,
 }
 
+/// A plotted point: `(reads a second, staleness p99 µs, queue max)`, as [`SweepLine`] takes it.
+type Point = (f64, f64, f64);
+
 /// One run: its reader rate and its rows by name.
 struct Run {
     rate: f64,
+    /// Pods cached and updates a second offered (the plots' subtitle).
+    load: (u64, u64),
     rows: BTreeMap<String, RowRun>,
 }
 
@@ -59,7 +64,9 @@ fn load(path: &Path) -> Result<Run, String> {
         let reads_per_s = r["reader_ops_per_s"].as_f64();
         out.insert(name.to_owned(), RowRun { p99_us, queue_max, reads_per_s });
     }
-    Ok(Run { rate, rows: out })
+    let load =
+        (v["params"]["objects"].as_u64().unwrap_or(0), v["params"]["rate"].as_u64().unwrap_or(0));
+    Ok(Run { rate, load, rows: out })
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -141,7 +148,7 @@ fn run() -> Result<(), String> {
         "| reads/s | row | runs | staleness p99, median [min-max] | x lower than {anchor} | queue max | reads made/s |"
     );
     println!("|---:|---|---:|---:|---:|---:|---:|");
-    let mut lines: Vec<(String, Vec<(f64, f64, f64)>)> =
+    let mut lines: Vec<(String, Vec<Point>)> =
         names.iter().map(|n| ((*n).to_owned(), Vec::new())).collect();
     for (rate, rs) in &rates {
         for (i, name) in names.iter().enumerate() {
@@ -181,9 +188,13 @@ fn run() -> Result<(), String> {
             lines[i].1.push((*rate, median(p99), median(queue)));
         }
     }
+    // A row measured at one rate only (an extra report's other rows) has no line to draw.
+    for (name, pts) in lines.iter().filter(|(_, pts)| pts.len() == 1) {
+        eprintln!("{name}: measured at {} reads/s only; in the table, not in the plots", pts[0].0);
+    }
     let sweep: Vec<SweepLine<'_>> = lines
         .iter()
-        .filter(|(_, pts)| !pts.is_empty())
+        .filter(|(_, pts)| pts.len() >= 2)
         .map(|(name, pts)| SweepLine { name, points: pts.clone() })
         .collect();
     let axis = SweepAxis {
@@ -191,8 +202,12 @@ fn run() -> Result<(), String> {
         what: "reads a second",
         desc: "reader operations/s, all readers together",
     };
-    let first = runs.iter().find(|r| !r.rows.is_empty()).map(|r| r.rows.len()).unwrap_or(0);
-    let subtitle = format!("median of runs, {first} rows");
+    let (pods, offered) = runs[0].load;
+    let subtitle = if runs.iter().all(|r| r.load == runs[0].load) {
+        format!("{pods} pods, {offered} updates/s, median of runs")
+    } else {
+        "runs of different loads; median of runs".to_owned()
+    };
     match plot::write_plots_against(dir, &sweep, &subtitle, &axis) {
         Ok(files) => {
             for f in files {
