@@ -6,7 +6,7 @@
 //
 //	snapinformer-client-go store --objects N --nodes N --readers N --duration D --rate R \
 //	    --updates N --pod-profile realistic|small --placement unpinned|pinned \
-//	    [--reader-warmup D] [--reader-rate OPS] [--open-loop-updates at-slot|prebuilt] \
+//	    [--reader-warmup D] [--reader-rate OPS|duty] [--open-loop-updates at-slot|prebuilt] \
 //	    [--sweep R1,R2,... --sweep-duration D] [--quick] \
 //	    --worker client-go|client-go-indexer --worker-out FILE
 //
@@ -73,7 +73,19 @@ func runStoreCommand(args []string) error {
 	sweepFlag := fs.String("sweep", "", "offered rates of a sweep run after the open loop, comma-separated (e.g. 5000,20000)")
 	sweepDuration := fs.Duration("sweep-duration", 5*time.Second, "length of each point of the sweep")
 	readerWarmup := fs.Duration("reader-warmup", 0, "how long the readers run, unrecorded, before each phase with readers (the Rust parent passes its own)")
-	readerRate := fs.Float64("reader-rate", 0, "operations a second the readers make together, each begun at its slot (0: each sleeps d*(readers-1) after an operation that took d, the Rust parent's --reader-rate duty; the parent always passes this flag)")
+	readerRate := -1.0 // not given: one a second per reader, as the Rust worker's default
+	fs.Func("reader-rate", "operations a second the readers make together, each begun at its slot (default: one a second per reader, as the Rust side's; 0 or duty: each sleeps d*(readers-1) after an operation that took d, the Rust parent's --reader-rate duty)", func(s string) error {
+		if strings.EqualFold(strings.TrimSpace(s), "duty") {
+			readerRate = 0
+			return nil
+		}
+		r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || !(r >= 0) || math.IsInf(r, 1) {
+			return fmt.Errorf("%q is not a rate in operations a second (a number, 0 or more) nor duty", s)
+		}
+		readerRate = r
+		return nil
+	})
 	olUpdatesName := fs.String("open-loop-updates", "at-slot", "how the open loop and the sweep get their updates: at-slot (each built when it arrives, as decoding it would be) or prebuilt (all built before the phase, held in a pool)")
 	quick := fs.Bool("quick", false, "the small version: 5,000 pods, 50 nodes, 4 readers, 2 s at 5,000/s, 20,000 updates, sweep points of at most 1 s")
 	worker := fs.String("worker", "", "the row to run: "+strings.Join(backendNames, " or "))
@@ -119,7 +131,7 @@ func runStoreCommand(args []string) error {
 		sweep:      sweep,
 		sweepS:     sweepDuration.Seconds(),
 		warmup:     *readerWarmup,
-		readerRate: *readerRate,
+		readerRate: readerRate,
 		olUpdates:  olUpdates,
 	}
 	if p.updates < 0 {
@@ -129,8 +141,11 @@ func runStoreCommand(args []string) error {
 		p.objects, p.nodes, p.readers, p.durationS, p.rate, p.updates, p.openLoop = 5000, 50, 4, 2, 5000, 20_000, true
 		p.sweepS = min(p.sweepS, 1)
 	}
-	if p.objects < 1 || p.readers < 0 || p.warmup < 0 || !(p.readerRate >= 0) || math.IsInf(p.readerRate, 1) {
-		return fmt.Errorf("--objects must be at least 1, --readers, --reader-warmup and --reader-rate not negative (and the rate finite)")
+	if p.readerRate < 0 {
+		p.readerRate = float64(p.readers) // after --quick, which sets the readers
+	}
+	if p.objects < 1 || p.readers < 0 || p.warmup < 0 {
+		return fmt.Errorf("--objects must be at least 1, --readers and --reader-warmup not negative")
 	}
 	rep, err := runStore(*worker, p)
 	if err != nil {

@@ -187,13 +187,29 @@ fn update_plans_are_the_same_in_go() {
 }
 
 /// Runs one row's worker with small parameters (the flags the parent passes) and returns its
-/// report.
+/// report. The readers are paced by duty, so that they make many reads in the short phases.
 fn run_row(exe: &PathBuf, row: &str, placement: &str, out: &std::path::Path) -> StoreRowReport {
     run_row_with(exe, row, placement, &[], out)
 }
 
-/// [`run_row`] with more flags for the worker.
+/// [`run_row`] with more flags for the worker (duty-paced readers unless `extra` sets a rate).
 fn run_row_with(
+    exe: &PathBuf,
+    row: &str,
+    placement: &str,
+    extra: &[&str],
+    out: &std::path::Path,
+) -> StoreRowReport {
+    if extra.contains(&"--reader-rate") {
+        run_worker(exe, row, placement, extra, out)
+    } else {
+        let flags: Vec<&str> = extra.iter().copied().chain(["--reader-rate", "duty"]).collect();
+        run_worker(exe, row, placement, &flags, out)
+    }
+}
+
+/// One worker with exactly the small parameters and `extra`: nothing else is added.
+fn run_worker(
     exe: &PathBuf,
     row: &str,
     placement: &str,
@@ -501,7 +517,22 @@ fn go_and_rust_readers_read_at_the_rate_asked_for_whatever_their_cache() {
         run_row(&sim, "snapinformer", "unpinned", &out),
         run_row(&bin, "client-go", "unpinned", &out),
     ];
+    // Without the flag both workers read one a second per reader (two here), not by duty: the
+    // same default on both sides, whatever the parent passes.
+    let default = [
+        run_worker(&sim, "snapinformer", "unpinned", &[], &out),
+        run_worker(&bin, "client-go", "unpinned", &[], &out),
+    ];
     let _ = std::fs::remove_dir_all(&out);
+    for (row, free) in default.iter().zip(&duty) {
+        assert!(
+            row.reader_ops_per_s <= 6.0 && free.reader_ops_per_s > 4.0 * row.reader_ops_per_s,
+            "{}: {} reads a second by default, {} by duty",
+            row.name,
+            row.reader_ops_per_s,
+            free.reader_ops_per_s
+        );
+    }
     for (paced, free) in rows.iter().zip(&duty) {
         assert!(
             paced.reader_ops_per_s > 0.0 && paced.reader_ops_per_s <= 60.0,
