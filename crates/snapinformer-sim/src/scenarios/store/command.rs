@@ -677,27 +677,32 @@ mod tests {
         assert_eq!(quick.reader_pacing, Pacing::Rate { per_s: quick.readers as f64 });
         let fewer = parse(&["--readers", "3"]).expect("valid flags").params();
         assert_eq!(fewer.reader_pacing, Pacing::Rate { per_s: 3.0 }, "follows --readers");
+        // What each worker (Rust in process, Go) is passed, and what a Rust worker reads back.
+        let passed_on = |p: &StoreParams| -> Vec<(String, Pacing)> {
+            [true, false]
+                .into_iter()
+                .map(|in_process| {
+                    let flags = worker_args_for(p, in_process);
+                    let i = flags.iter().position(|f| f == "--reader-rate").expect("passed on");
+                    let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+                    let back = parse(&worker).expect("workers parse it").params();
+                    (flags[i + 1].clone(), back.reader_pacing)
+                })
+                .collect()
+        };
         for duty in ["0", "duty", "Duty"] {
             let p = parse(&["--reader-rate", duty]).expect("valid").params();
             assert_eq!(p.reader_pacing, Pacing::Duty, "{duty}");
-            for in_process in [true, false] {
-                let flags = worker_args_for(&p, in_process);
-                let i = flags.iter().position(|f| f == "--reader-rate").expect("passed on");
-                assert_eq!(flags[i + 1], "0", "duty pacing is 0 to both workers");
-                let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
-                let back = parse(&worker).expect("workers parse it").params();
-                assert_eq!(back.reader_pacing, Pacing::Duty, "not the worker's own default");
+            for (flag, back) in passed_on(&p) {
+                assert_eq!(flag, "0", "duty pacing is 0 to both workers");
+                assert_eq!(back, Pacing::Duty, "not the worker's own default");
             }
         }
         let p = parse(&["--reader-rate", "12.5"]).expect("valid flags").params();
         assert_eq!(p.reader_pacing, Pacing::Rate { per_s: 12.5 });
-        for in_process in [true, false] {
-            let flags = worker_args_for(&p, in_process);
-            let i = flags.iter().position(|f| f == "--reader-rate").expect("passed on");
-            assert_eq!(flags[i + 1], "12.5", "the Go worker gets it too");
-            let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
-            let back = parse(&worker).expect("workers parse it").params();
-            assert_eq!(back.reader_pacing, p.reader_pacing);
+        for (flag, back) in passed_on(&p) {
+            assert_eq!(flag, "12.5", "the Go worker gets it too");
+            assert_eq!(back, p.reader_pacing);
         }
         for bad in ["-1", "fast", "inf", "NaN"] {
             let flag = format!("--reader-rate={bad}");
