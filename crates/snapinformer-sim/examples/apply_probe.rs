@@ -65,9 +65,10 @@ fn passes(
             let ups = make_updates(pass);
             let held: Vec<Arc<Pod>> = if hold { ups.clone() } else { Vec::new() };
             let (u0, s0) = thread_times();
+            let batch = batch_size(); // read before the clock starts
             let threads0 = sched::ThreadsCpu::now();
             let start = Instant::now();
-            for chunk in ups.chunks(batch_size()) {
+            for chunk in ups.chunks(batch) {
                 apply(chunk.to_vec());
             }
             let ns = start.elapsed().as_nanos() as f64 / n_updates as f64;
