@@ -587,7 +587,7 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
 
     /// A typed lister over this informer's snapshots.
     pub fn lister(&self) -> crate::Lister<T, B> {
-        crate::Lister::new(self.reader(), self.shared.access)
+        crate::Lister::new(self.reader())
     }
 
     /// The metrics this informer maintains.

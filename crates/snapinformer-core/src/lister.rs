@@ -2,7 +2,7 @@
 
 use std::{fmt, sync::Arc};
 
-use snapinformer_store::{Backend, Chunked, ObjectAccess, Reader, Snapshot};
+use snapinformer_store::{Backend, Chunked, Reader, Snapshot};
 
 /// Lists and gets objects of one informer. Every method reads the latest published snapshot
 /// and never waits; take [`snapshot`](Lister::snapshot) to do several reads at one consistent
@@ -10,12 +10,11 @@ use snapinformer_store::{Backend, Chunked, ObjectAccess, Reader, Snapshot};
 #[doc(alias = "GenericLister")]
 pub struct Lister<T: Send + Sync + 'static, B: Backend = Chunked> {
     reader: Reader<T, B>,
-    access: ObjectAccess<T>,
 }
 
 impl<T: Send + Sync + 'static, B: Backend> Clone for Lister<T, B> {
     fn clone(&self) -> Self {
-        Lister { reader: self.reader.clone(), access: self.access }
+        Lister { reader: self.reader.clone() }
     }
 }
 
@@ -25,16 +24,11 @@ impl<T: Send + Sync + 'static, B: Backend> fmt::Debug for Lister<T, B> {
     }
 }
 
-/// Whether every `(key, value)` of `selector` is among the object's labels.
-fn labels_match<T>(access: &ObjectAccess<T>, obj: &T, selector: &[(&str, &str)]) -> bool {
-    let labels = (access.labels)(obj);
-    selector.iter().all(|(k, v)| labels.and_then(|l| l.get(*k)).is_some_and(|x| x == v))
-}
-
 impl<T: Send + Sync + 'static, B: Backend> Lister<T, B> {
-    /// A lister reading through `reader`.
-    pub fn new(reader: Reader<T, B>, access: ObjectAccess<T>) -> Self {
-        Lister { reader, access }
+    /// A lister reading through `reader` (the store's reader knows how to read its objects'
+    /// metadata).
+    pub fn new(reader: Reader<T, B>) -> Self {
+        Lister { reader }
     }
 
     /// The latest published snapshot.
@@ -47,10 +41,10 @@ impl<T: Send + Sync + 'static, B: Backend> Lister<T, B> {
         self.reader.snapshot().list()
     }
 
-    /// Objects carrying every label of `selector` (equality-based label selector).
+    /// Objects carrying every label of `selector` (equality-based label selector; see
+    /// [`Snapshot::select`] for how objects that cannot match are skipped unread).
     pub fn list_by_labels(&self, selector: &[(&str, &str)]) -> Vec<Arc<T>> {
-        let snap = self.reader.snapshot();
-        snap.iter().filter(|o| labels_match(&self.access, o, selector)).cloned().collect()
+        self.reader.snapshot().list_selected("", selector)
     }
 
     /// The object under `key` (`namespace/name`, or `name` for cluster-scoped objects).
@@ -65,11 +59,7 @@ impl<T: Send + Sync + 'static, B: Backend> Lister<T, B> {
 
     /// A lister of one namespace, reading one snapshot taken now.
     pub fn namespace(&self, namespace: impl Into<String>) -> NamespaceLister<T, B> {
-        NamespaceLister {
-            snapshot: self.reader.snapshot(),
-            namespace: namespace.into(),
-            access: self.access,
-        }
+        NamespaceLister { snapshot: self.reader.snapshot(), namespace: namespace.into() }
     }
 }
 
@@ -77,7 +67,6 @@ impl<T: Send + Sync + 'static, B: Backend> Lister<T, B> {
 pub struct NamespaceLister<T: Send + Sync + 'static, B: Backend = Chunked> {
     snapshot: Snapshot<T, B>,
     namespace: String,
-    access: ObjectAccess<T>,
 }
 
 impl<T: Send + Sync + 'static, B: Backend> fmt::Debug for NamespaceLister<T, B> {
@@ -95,13 +84,9 @@ impl<T: Send + Sync + 'static, B: Backend> NamespaceLister<T, B> {
         self.snapshot.list_namespace(&self.namespace)
     }
 
-    /// Objects of the namespace carrying every label of `selector`.
+    /// Objects of the namespace carrying every label of `selector` (see [`Snapshot::select`]).
     pub fn list_by_labels(&self, selector: &[(&str, &str)]) -> Vec<Arc<T>> {
-        self.snapshot
-            .namespace(&self.namespace)
-            .filter(|o| labels_match(&self.access, o, selector))
-            .cloned()
-            .collect()
+        self.snapshot.list_selected(&self.namespace, selector)
     }
 
     /// The object `name` of the namespace.

@@ -698,4 +698,36 @@ fn check<B: Backend>(snap: &Snapshot<FObj, B>, model: &Model) {
         assert_eq!(got, want, "list_namespace {ns:?}");
     }
     assert_eq!(snap.list_namespace("").len(), model.items.len(), "all namespaces");
+    // Label selectors: every pair and every two pairs of a few objects' labels, a pair nobody
+    // has, and the empty selector, in every namespace and in all of them at once.
+    let mut selectors: Vec<Vec<(String, String)>> =
+        vec![vec![], vec![("app".to_owned(), "\u{0}nobody".to_owned())]];
+    for o in model.items.values().take(6) {
+        let pairs: Vec<(String, String)> =
+            o.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        selectors.extend(pairs.iter().map(|p| vec![p.clone()]));
+        selectors.extend(pairs.windows(2).map(<[_]>::to_vec));
+    }
+    let mut scopes: BTreeSet<&str> = model.items.values().filter_map(|o| o.ns.as_deref()).collect();
+    scopes.extend(["", "ns-0"]);
+    for selector in &selectors {
+        let pairs: Vec<(&str, &str)> =
+            selector.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        for ns in &scopes {
+            let mut got: Vec<String> =
+                snap.list_selected(ns, &pairs).iter().map(|o| model_key(o).unwrap()).collect();
+            got.sort();
+            let want: Vec<String> = model
+                .items
+                .iter()
+                .filter(|(_, o)| ns.is_empty() || o.ns.as_deref() == Some(*ns))
+                .filter(|(_, o)| {
+                    pairs.iter().all(|(k, v)| o.labels.get(*k).map(String::as_str) == Some(*v))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            assert_eq!(got, want, "list_selected {ns:?} {pairs:?}");
+            assert_eq!(snap.select(ns, &pairs).count(), want.len(), "select {ns:?} {pairs:?}");
+        }
+    }
 }

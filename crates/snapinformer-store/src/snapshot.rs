@@ -6,6 +6,7 @@ use crate::{
     Chunked, KeyFn, ObjectAccess, Result,
     backend::{Backend, PersistentMap},
     index::NAMESPACE_INDEX,
+    labels::{Entry, LabelDigest, labels_match},
     state::{Bucket, State},
 };
 
@@ -84,17 +85,17 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
     /// The object under `key` (`namespace/name` or `name`).
     #[doc(alias = "GetByKey")]
     pub fn get_by_key(&self, key: &str) -> Option<&Arc<T>> {
-        self.state.items.get(key)
+        self.state.items.get(key).map(|e| &e.obj)
     }
 
     /// Every object, borrowed, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<T>> + '_ {
-        self.state.items.iter().map(|(_, v)| v)
+        self.state.items.iter().map(|(_, e)| &e.obj)
     }
 
     /// Every key with its object, in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<T>)> + '_ {
-        self.state.items.iter()
+        self.state.items.iter().map(|(k, e)| (k, &e.obj))
     }
 
     /// Every object (client-go `List`): a vector of shared pointers.
@@ -122,27 +123,7 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
     /// instead of resolving every key of the namespace bucket: one sequential pass instead of one
     /// random lookup per object.
     pub fn namespace<'s>(&'s self, namespace: &str) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
-        if namespace.is_empty() {
-            return Box::new(self.iter());
-        }
-        let pos = self.state.index_pos(NAMESPACE_INDEX).expect("the namespace index always exists");
-        let Some(bucket) = self.state.indexes[pos].get(namespace) else {
-            return Box::new(std::iter::empty());
-        };
-        if bucket.len() * 2 >= self.len()
-            && !matches!(bucket, Bucket::Objects(_))
-            && self.key_fn.is_meta_namespace()
-        {
-            // The key prefix alone is not enough: with a slash in a namespace or a name, the
-            // key `a/b/c` may belong to namespace `a/b` or `a` (or be a cluster-scoped `a/b/c`).
-            let ns = namespace.to_owned();
-            let object_ns = self.access.namespace;
-            return Box::new(self.state.items.iter().filter_map(move |(k, v)| {
-                let rest = k.strip_prefix(ns.as_str())?;
-                (rest.starts_with('/') && object_ns(v) == Some(ns.as_str())).then_some(v)
-            }));
-        }
-        self.bucket_objects(bucket)
+        self.select(namespace, &[])
     }
 
     /// Objects of one namespace as a vector (see [`Snapshot::namespace`]).
@@ -151,13 +132,86 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
         self.namespace(namespace).cloned().collect()
     }
 
+    /// Objects of `namespace` (empty: all namespaces) that carry every `(key, value)` label of
+    /// `selector` (an equality-based label selector; empty selects every object), borrowed.
+    ///
+    /// Every entry of the primary map keeps a 64-bit digest of its object's labels, so objects
+    /// that cannot match are skipped without reading them; the candidates are then tested on
+    /// their labels, so the result is exact. A list with a selector that few objects match
+    /// costs a pass over the map's entries rather than a read of every object (see the
+    /// `labels` module's notes).
+    pub fn select<'s>(
+        &'s self,
+        namespace: &str,
+        selector: &[(&str, &str)],
+    ) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
+        let mask = LabelDigest::mask(selector);
+        let selector: Vec<(String, String)> =
+            selector.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let access = self.access;
+        // Whether a candidate the digest let through carries the selector.
+        let confirm = move |obj: &T| labels_match(&access, obj, &selector);
+        let candidate = move |e: &Entry<T>| e.labels.may_match(mask);
+        if namespace.is_empty() {
+            return Box::new(
+                self.state
+                    .items
+                    .iter()
+                    .filter(move |(_, e)| candidate(e))
+                    .map(|(_, e)| &e.obj)
+                    .filter(move |o| confirm(o)),
+            );
+        }
+        let pos = self.state.index_pos(NAMESPACE_INDEX).expect("the namespace index always exists");
+        let Some(bucket) = self.state.indexes[pos].get(namespace) else {
+            return Box::new(std::iter::empty());
+        };
+        match bucket {
+            Bucket::Keys(_)
+                if bucket.len() * 2 >= self.len() && self.key_fn.is_meta_namespace() =>
+            {
+                // The key prefix alone is not enough: with a slash in a namespace or a name, the
+                // key `a/b/c` may belong to namespace `a/b` or `a` (or be a cluster-scoped
+                // `a/b/c`).
+                let ns = namespace.to_owned();
+                let object_ns = self.access.namespace;
+                Box::new(
+                    self.state
+                        .items
+                        .iter()
+                        .filter(move |(_, e)| candidate(e))
+                        .filter_map(move |(k, e)| {
+                            let rest = k.strip_prefix(ns.as_str())?;
+                            (rest.starts_with('/') && object_ns(&e.obj) == Some(ns.as_str()))
+                                .then_some(&e.obj)
+                        })
+                        .filter(move |o| confirm(o)),
+                )
+            }
+            Bucket::Keys(keys) => Box::new(
+                B::resolve(&self.state.items, keys)
+                    .filter(move |e| candidate(e))
+                    .map(|e| &e.obj)
+                    .filter(move |o| confirm(o)),
+            ),
+            Bucket::Objects(m) => Box::new(m.iter().map(|(_, v)| v).filter(move |o| confirm(o))),
+        }
+    }
+
+    /// Objects of `namespace` carrying every label of `selector`, as a vector (see
+    /// [`Snapshot::select`]).
+    #[doc(alias = "List")]
+    pub fn list_selected(&self, namespace: &str, selector: &[(&str, &str)]) -> Vec<Arc<T>> {
+        self.select(namespace, selector).cloned().collect()
+    }
+
     fn bucket_objects<'s>(
         &'s self,
         bucket: &'s Bucket<T, B>,
     ) -> Box<dyn Iterator<Item = &'s Arc<T>> + 's> {
         match bucket {
             Bucket::Objects(m) => Box::new(m.iter().map(|(_, v)| v)),
-            Bucket::Keys(m) => Box::new(B::resolve(&self.state.items, m)),
+            Bucket::Keys(m) => Box::new(B::resolve(&self.state.items, m).map(|e| &e.obj)),
         }
     }
 
@@ -214,7 +268,10 @@ impl<T: Send + Sync + 'static, B: Backend> Snapshot<T, B> {
             keys.sort_unstable();
             keys.dedup();
         }
-        Ok(keys.into_iter().filter_map(|k| self.state.items.get(k).cloned()).collect())
+        Ok(keys
+            .into_iter()
+            .filter_map(|k| self.state.items.get(k).map(|e| e.obj.clone()))
+            .collect())
     }
 
     /// Keys whose index `index` has `value`, sorted (client-go `IndexKeys`).

@@ -1,12 +1,16 @@
 //! The immutable state a snapshot holds, and the writer's mutations of its private copy.
 
-use std::{sync::Arc, time::Instant};
+use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
 use crate::{
     Error, Result,
     backend::{Backend, PersistentMap, Shared},
     index::{IndexEntry, Indexers},
+    labels::{Entry, LabelDigest},
 };
+
+/// How the state reads an object's labels (for the label digests of the primary map).
+pub(crate) type LabelsFn<T> = fn(&T) -> Option<&BTreeMap<String, String>>;
 
 /// One index bucket: the keys whose objects have one index value, and for a covering index the
 /// objects themselves.
@@ -89,7 +93,10 @@ pub(crate) type Buckets<T, B> = <B as Backend>::Map<Bucket<T, B>>;
 
 /// Everything one published version holds. Cloning is O(number of indexes).
 pub(crate) struct State<T: Send + Sync + 'static, B: Backend> {
-    pub(crate) items: B::Map<Arc<T>>,
+    /// Key to object, each with the digest of its labels.
+    pub(crate) items: B::Map<Entry<T>>,
+    /// How to read labels for the digests; `None`: no digests (every entry a candidate).
+    labels: Option<LabelsFn<T>>,
     /// Parallel to `indexers.entries`.
     pub(crate) indexes: Vec<Buckets<T, B>>,
     pub(crate) indexers: Arc<Indexers<T>>,
@@ -103,6 +110,7 @@ impl<T: Send + Sync + 'static, B: Backend> Clone for State<T, B> {
     fn clone(&self) -> Self {
         State {
             items: self.items.clone(),
+            labels: self.labels,
             indexes: self.indexes.clone(),
             indexers: self.indexers.clone(),
             resource_version: self.resource_version.clone(),
@@ -114,9 +122,10 @@ impl<T: Send + Sync + 'static, B: Backend> Clone for State<T, B> {
 }
 
 impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
-    pub(crate) fn new(indexers: Indexers<T>) -> Result<Self> {
+    pub(crate) fn new(indexers: Indexers<T>, labels: Option<LabelsFn<T>>) -> Result<Self> {
         let mut state = State {
             items: Default::default(),
+            labels,
             indexes: Vec::new(),
             indexers: Arc::new(Indexers::new()),
             resource_version: None,
@@ -145,7 +154,8 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
 
     /// Adds or replaces the object under `key`; returns the object it replaced.
     pub(crate) fn upsert(&mut self, key: &str, obj: Arc<T>) -> Option<Arc<T>> {
-        let old = self.items.upsert(key, obj.clone());
+        let labels = self.labels.map_or(LabelDigest::ANY, |f| LabelDigest::of(f(&obj)));
+        let old = self.items.upsert(key, Entry { obj: obj.clone(), labels }).map(|e| e.obj);
         self.reindex(key, old.as_deref(), Some(&obj), None);
         self.sequence += 1;
         old
@@ -155,7 +165,7 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
     /// absent.
     pub(crate) fn remove(&mut self, key: &str) -> Option<Arc<T>> {
         self.sequence += 1;
-        let (stored_key, old) = self.items.remove(key)?;
+        let (stored_key, Entry { obj: old, .. }) = self.items.remove(key)?;
         self.reindex(key, Some(&old), None, Some(stored_key));
         Some(old)
     }
@@ -257,11 +267,11 @@ impl<T: Send + Sync + 'static, B: Backend> State<T, B> {
 }
 
 fn build_index<T: Send + Sync + 'static, B: Backend>(
-    items: &B::Map<Arc<T>>,
+    items: &B::Map<Entry<T>>,
     entry: &IndexEntry<T>,
 ) -> Buckets<T, B> {
     let mut buckets: Buckets<T, B> = Default::default();
-    for (key, obj) in items.iter() {
+    for (key, Entry { obj, .. }) in items.iter() {
         for value in entry.f.values(obj) {
             match buckets.get_mut(&value) {
                 Some(bucket) => bucket.insert(key.clone(), obj),

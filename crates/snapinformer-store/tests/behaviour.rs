@@ -24,6 +24,54 @@ fn pod(name: &str, node: &str, rv: u64) -> TObj {
 }
 
 #[test]
+fn a_selector_list_follows_label_changes_and_deletes_in_a_large_and_a_small_namespace() {
+    selector_lists_follow_changes(true);
+}
+
+#[test]
+fn a_store_without_label_digests_returns_the_same_selector_lists() {
+    selector_lists_follow_changes(false);
+}
+
+fn selector_lists_follow_changes(digests: bool) {
+    let (mut w, r) = StoreBuilder::new(access()).label_digests(digests).build().unwrap();
+    let labelled = |name: &str, ns: &str, app: &str, rv: u64| {
+        let mut o = pod(name, "n1", rv);
+        o.ns = Some(ns.into());
+        o.labels = BTreeMap::from([("app".into(), app.into()), ("tier".into(), "web".into())]);
+        Arc::new(o)
+    };
+    // "big" holds most of the store (its lists scan the primary map), "small" the rest (its
+    // lists resolve the namespace bucket's keys).
+    for i in 0..40 {
+        w.add(labelled(&format!("p{i}"), "big", &format!("app-{}", i % 4), 1)).unwrap();
+    }
+    for i in 0..4 {
+        w.add(labelled(&format!("q{i}"), "small", &format!("app-{}", i % 2), 1)).unwrap();
+    }
+    let names = |ns: &str, selector: &[(&str, &str)]| {
+        let mut got: Vec<String> =
+            r.snapshot().list_selected(ns, selector).iter().map(|o| o.name.clone()).collect();
+        got.sort();
+        got
+    };
+    assert_eq!(names("big", &[("app", "app-1")]).len(), 10);
+    assert_eq!(names("small", &[("app", "app-1"), ("tier", "web")]), ["q1", "q3"]);
+    assert_eq!(names("", &[("app", "app-1")]).len(), 12);
+    assert!(names("big", &[("app", "app-1"), ("tier", "db")]).is_empty());
+    assert_eq!(names("small", &[]).len(), 4, "the empty selector selects everything");
+    // A label change moves an object out of one selection and into another; a delete removes it.
+    w.update(labelled("p1", "big", "moved", 2)).unwrap();
+    w.update(labelled("q1", "small", "moved", 2)).unwrap();
+    w.delete_key("big/p5");
+    assert_eq!(names("big", &[("app", "app-1")]).len(), 8);
+    assert_eq!(names("big", &[("app", "moved")]), ["p1"]);
+    assert_eq!(names("small", &[("app", "app-1")]), ["q3"]);
+    assert_eq!(names("", &[("app", "moved")]), ["p1", "q1"]);
+    assert!(names("nowhere", &[("app", "moved")]).is_empty());
+}
+
+#[test]
 fn object_without_a_name_is_rejected_and_changes_nothing() {
     let (mut w, r) = StoreBuilder::new(access()).build().unwrap();
     w.add(Arc::new(pod("a", "n1", 1))).unwrap();

@@ -5,7 +5,7 @@ use std::{any::Any, sync::Arc, time::Instant};
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_store::{Backend, Indexers, Reader, ReclaimPriority, StoreBuilder, Writer};
 
-use super::{BorrowedReads, CacheReader, CacheWriter, OnVisible, SimChange, label_is};
+use super::{BorrowedReads, CacheReader, CacheWriter, OnVisible, SimChange};
 use crate::pods::{
     NODE_NAME_INDEX, OWNER_UID_INDEX, access, covering_pod_indexers, pod_indexers, pod_node,
 };
@@ -81,8 +81,7 @@ impl<B: Backend> CacheReader for SnapshotReader<B> {
         self.0.snapshot().list()
     }
     fn list_namespace_selector(&self, ns: &str, key: &str, value: &str) -> Vec<Arc<Pod>> {
-        let snap = self.0.snapshot();
-        snap.namespace(ns).filter(|p| label_is(p, key, value)).cloned().collect()
+        self.0.snapshot().list_selected(ns, &[(key, value)])
     }
     fn by_owner(&self, uid: &str) -> Vec<Arc<Pod>> {
         self.0.snapshot().by_index(OWNER_UID_INDEX, uid).expect("owner index exists")
@@ -108,8 +107,7 @@ impl<B: Backend> BorrowedReads for SnapshotReader<B> {
     }
     fn list_namespace_selector_refs(&self, ns: &str, key: &str, value: &str) -> usize {
         let snap = self.0.snapshot();
-        let found: Vec<&Arc<Pod>> =
-            snap.namespace(ns).filter(|p| label_is(p, key, value)).collect();
+        let found: Vec<&Arc<Pod>> = snap.select(ns, &[(key, value)]).collect();
         std::hint::black_box(found).len()
     }
     fn by_owner_refs(&self, uid: &str) -> usize {
