@@ -698,36 +698,49 @@ fn check<B: Backend>(snap: &Snapshot<FObj, B>, model: &Model) {
         assert_eq!(got, want, "list_namespace {ns:?}");
     }
     assert_eq!(snap.list_namespace("").len(), model.items.len(), "all namespaces");
-    // Label selectors: every pair and every two pairs of a few objects' labels, a pair nobody
-    // has, and the empty selector, in every namespace and in all of them at once.
-    let mut selectors: Vec<Vec<(String, String)>> =
-        vec![vec![], vec![("app".to_owned(), "\u{0}nobody".to_owned())]];
-    for o in model.items.values().take(6) {
-        let pairs: Vec<(String, String)> =
-            o.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        selectors.extend(pairs.iter().map(|p| vec![p.clone()]));
-        selectors.extend(pairs.windows(2).map(<[_]>::to_vec));
-    }
-    let mut scopes: BTreeSet<&str> = model.items.values().filter_map(|o| o.ns.as_deref()).collect();
-    scopes.extend(["", "ns-0"]);
-    for selector in &selectors {
+    let objects: Vec<(&str, Option<&str>, &BTreeMap<String, String>)> =
+        model.items.iter().map(|(k, o)| (k.as_str(), o.ns.as_deref(), &o.labels)).collect();
+    check_selector_lists(snap, &objects, &["ns-0"], |o| model_key(o).unwrap());
+}
+
+/// Asserts that [`Snapshot::list_selected`] and [`Snapshot::select`] answer exactly as a naive
+/// filter over `objects` does, for selectors taken from the first objects' labels (each pair
+/// alone, each two neighbouring pairs, all of an object's pairs at once), a pair nobody has and
+/// the empty selector, in every namespace of `objects`, in `more_namespaces` and in all
+/// namespaces at once. `objects` lists every stored object as (key, namespace, labels);
+/// `key_of` gives the key of an object the snapshot returns. The store's model tests share it.
+pub fn check_selector_lists<T: Send + Sync + 'static, B: Backend>(
+    snap: &Snapshot<T, B>,
+    objects: &[(&str, Option<&str>, &BTreeMap<String, String>)],
+    more_namespaces: &[&str],
+    key_of: impl Fn(&T) -> String,
+) {
+    let mut selectors: Vec<Vec<(&str, &str)>> = vec![vec![], vec![("app", "\u{0}nobody")]];
+    for (_, _, labels) in objects.iter().take(6) {
         let pairs: Vec<(&str, &str)> =
-            selector.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        selectors.extend(pairs.iter().map(|p| vec![*p]));
+        selectors.extend(pairs.windows(2).map(<[_]>::to_vec));
+        selectors.push(pairs);
+    }
+    let mut scopes: BTreeSet<&str> = objects.iter().filter_map(|(_, ns, _)| *ns).collect();
+    scopes.extend(more_namespaces.iter().copied().chain([""]));
+    for selector in &selectors {
         for ns in &scopes {
             let mut got: Vec<String> =
-                snap.list_selected(ns, &pairs).iter().map(|o| model_key(o).unwrap()).collect();
+                snap.list_selected(ns, selector).iter().map(|o| key_of(o)).collect();
             got.sort();
-            let want: Vec<String> = model
-                .items
+            let mut want: Vec<String> = objects
                 .iter()
-                .filter(|(_, o)| ns.is_empty() || o.ns.as_deref() == Some(*ns))
-                .filter(|(_, o)| {
-                    pairs.iter().all(|(k, v)| o.labels.get(*k).map(String::as_str) == Some(*v))
+                .filter(|(_, o_ns, _)| ns.is_empty() || *o_ns == Some(*ns))
+                .filter(|(_, _, labels)| {
+                    selector.iter().all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
                 })
-                .map(|(k, _)| k.clone())
+                .map(|(k, _, _)| (*k).to_owned())
                 .collect();
-            assert_eq!(got, want, "list_selected {ns:?} {pairs:?}");
-            assert_eq!(snap.select(ns, &pairs).count(), want.len(), "select {ns:?} {pairs:?}");
+            want.sort();
+            assert_eq!(got, want, "list_selected {ns:?} {selector:?}");
+            assert_eq!(snap.select(ns, selector).count(), want.len(), "select {ns:?} {selector:?}");
         }
     }
 }

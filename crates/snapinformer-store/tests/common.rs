@@ -169,34 +169,9 @@ pub fn check<B: Backend>(snap: &Snapshot<TObj, B>, model: &Model) {
         assert_eq!(got, want, "list_namespace {ns}");
     }
     assert_eq!(snap.list_namespace("").len(), model.items.len(), "all namespaces");
-    // Label selectors: each pair of a few objects' labels, all of an object's pairs at once, and
-    // a pair nobody has, in each namespace and in all.
-    let mut selectors: Vec<Vec<(&str, &str)>> = vec![vec![("app", "\u{0}nobody")]];
-    for o in model.items.values().take(5) {
-        let pairs: Vec<(&str, &str)> =
-            o.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        selectors.extend(pairs.iter().map(|p| vec![*p]));
-        selectors.push(pairs);
-    }
-    let mut scopes: BTreeSet<&str> = model.items.values().filter_map(|o| o.ns.as_deref()).collect();
-    scopes.insert("");
-    for selector in &selectors {
-        for ns in &scopes {
-            let mut got: Vec<String> =
-                snap.list_selected(ns, selector).iter().map(|o| o.key()).collect();
-            got.sort();
-            let want: Vec<String> = model
-                .items
-                .iter()
-                .filter(|(_, o)| ns.is_empty() || o.ns.as_deref() == Some(*ns))
-                .filter(|(_, o)| {
-                    selector.iter().all(|(k, v)| o.labels.get(*k).map(String::as_str) == Some(*v))
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-            assert_eq!(got, want, "list_selected {ns:?} {selector:?}");
-        }
-    }
+    let objects: Vec<(&str, Option<&str>, &BTreeMap<String, String>)> =
+        model.items.iter().map(|(k, o)| (k.as_str(), o.ns.as_deref(), &o.labels)).collect();
+    snapinformer_store::fuzzing::check_selector_lists(snap, &objects, &[], TObj::key);
 }
 
 /// Polls `cond` every millisecond until it holds; fails after ten seconds, naming `what`.
