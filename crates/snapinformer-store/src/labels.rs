@@ -16,8 +16,10 @@
 //! tested on its real labels: the digest only decides what need not be read, never what is
 //! returned.
 //!
-//! Costs: 8 bytes per entry in the primary map, and hashing the labels on every write (a few
-//! tens of nanoseconds for a pod's labels, which the writer has in its cache then).
+//! Costs: 8 bytes per entry in the primary map, and reading and hashing the labels on every
+//! write. For a pod built long before on another thread, out of the writer's cache, that was
+//! about 1.9 µs per update at the median in the `store` benchmark's saturation phase (five
+//! labels; BENCHMARKS.md, "Label digests").
 
 use std::{
     collections::BTreeMap,
@@ -64,16 +66,16 @@ fn pair_bits(key: &str, value: &str) -> u64 {
 
 /// Whether `obj` carries every `(key, value)` of `selector` (an equality-based label selector;
 /// an empty selector matches every object).
-pub(crate) fn labels_match<T, K: AsRef<str>, V: AsRef<str>>(
+pub(crate) fn labels_match<T>(
     access: &ObjectAccess<T>,
     obj: &T,
-    selector: &[(K, V)],
+    selector: &[(String, String)],
 ) -> bool {
     if selector.is_empty() {
         return true;
     }
     let Some(labels) = (access.labels)(obj) else { return false };
-    selector.iter().all(|(k, v)| labels.get(k.as_ref()).is_some_and(|x| x == v.as_ref()))
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 /// What the primary map holds per key: the object and its label digest.
