@@ -133,13 +133,15 @@ impl CacheWriter for CompactStore {
 /// The cache reads over a reader of the compact store.
 pub struct CompactReader(pub Reader<CompactPod, Chunked>);
 
+/// The pods of `ns` whose label `key` is `value`, through the store's label digests (the
+/// compact store keeps them, as every store does by default), as the typed rows' readers.
 fn selected<'s>(
     snap: &'s Snapshot<CompactPod, Chunked>,
-    ns: &'s str,
-    key: &'s str,
-    value: &'s str,
+    ns: &str,
+    key: &str,
+    value: &str,
 ) -> impl Iterator<Item = &'s Arc<CompactPod>> + 's {
-    snap.namespace(ns).filter(move |p| p.label(key) == Some(value))
+    snap.select(ns, &[(key, value)])
 }
 
 fn decoded<'a>(pods: impl IntoIterator<Item = &'a Arc<CompactPod>>) -> Vec<Arc<Pod>> {
