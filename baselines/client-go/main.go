@@ -23,6 +23,12 @@
 //
 // Without --updates it prints the initial pods with those indices; with it, the updates with those
 // positions in the plan of COUNT updates from resource version RV drawn with seed S.
+//
+// A third prints, as JSON, the struct bodies of one generated pod (each kind of struct it holds,
+// how many, and unsafe.Sizeof of one), for the Rust example `pod_layout`, which compares them with
+// the k8s_openapi pod's:
+//
+//	snapinformer-client-go layout [--profile realistic|small]
 package main
 
 import (
@@ -45,7 +51,7 @@ func main() {
 	}
 }
 
-const usage = "usage: snapinformer-client-go store [flags] | dump-pods [flags] (-h for a subcommand's flags)"
+const usage = "usage: snapinformer-client-go store [flags] | dump-pods [flags] | layout [flags] (-h for a subcommand's flags)"
 
 func run(args []string) error {
 	if len(args) == 0 {
@@ -56,6 +62,8 @@ func run(args []string) error {
 		return runStoreCommand(args[1:])
 	case "dump-pods":
 		return runDumpPods(args[1:])
+	case "layout":
+		return runLayout(args[1:])
 	}
 	return fmt.Errorf("unknown subcommand %q; %s", args[0], usage)
 }

@@ -7,12 +7,14 @@
 //!   report.
 //! - [`harness`]: what the scenarios share: heap and RSS sampling, placement, worker
 //!   processes, repeated runs and their aggregation, statistics, plots.
-//! - [`pods`]: the pod generator every scenario uses.
+//! - [`pods`]: the pod generator every scenario uses; [`layout`]: where a generated pod's
+//!   memory goes, in Rust and in Go.
 //!
 //! The binary `snapinformer-sim` runs the scenarios; `cargo bench -p snapinformer-sim` runs the
 //! criterion micro-benchmarks.
 
 pub mod harness;
+pub mod layout;
 pub mod pods;
 pub mod rows;
 pub mod scenarios;

@@ -3,6 +3,9 @@
 //! - The Go port of the pod generator (`baselines/client-go/pods.go`) gives the same pods as
 //!   `pods.rs`, for both profiles, initial pods and update plans: each pod is printed as JSON by
 //!   the Go worker's `dump-pods` and compared with the Rust pod as a JSON value.
+//! - The Go worker's `layout` lists the same structs with the same counts as
+//!   `snapinformer_sim::layout::rust_layout`, so that the example `pod_layout` compares like
+//!   with like.
 //! - A small run of every row kind through its worker (a Rust store, our informer pipeline, both
 //!   Go rows) reports the same workload digest, open loop and sweep included, and the Go reports
 //!   deserialize into `StoreRowReport` with every phase measured.
@@ -21,6 +24,7 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use snapinformer_sim::{
+    layout,
     pods::{self, PodProfile, Shape},
     rows::client_go::{self, Error as GoError},
     scenarios::store::StoreRowReport,
@@ -132,6 +136,30 @@ fn pod_index(shape: &Shape, pod: &Pod) -> usize {
 }
 
 const PROFILES: [PodProfile; 2] = [PodProfile::Realistic, PodProfile::Small];
+
+#[test]
+fn the_go_layout_lists_the_rust_pods_structs_with_the_same_counts_and_a_heap_that_holds_them() {
+    let Some(bin) = go_worker() else { return };
+    for profile in PROFILES {
+        let shape = Shape::for_objects(200, 50).with_profile(profile);
+        let rust = layout::rust_layout(&pods::make_pod(&shape, 0, 1, 0));
+        let go = layout::go_layout(&bin, profile, 200).expect("the Go worker's layout");
+        let names = |l: &[layout::StructBodies]| -> Vec<(String, usize)> {
+            l.iter().map(|e| (e.ty.clone(), e.count)).collect()
+        };
+        assert_eq!(names(&go.structs), names(&rust), "{profile:?}: structs and counts");
+        assert!(go.structs.iter().all(|e| e.bytes > 0), "{profile:?}: {:?}", go.structs);
+        let bodies: usize = go.structs.iter().map(layout::StructBodies::total).sum();
+        assert!(
+            go.heap_per_pod >= bodies as f64,
+            "{profile:?}: a Go pod's heap ({}) holds its struct bodies ({bodies})",
+            go.heap_per_pod
+        );
+        assert_eq!(go.pods, 200);
+    }
+    let err = Command::new(&bin).args(["layout", "--pods", "0"]).output().expect("runs");
+    assert!(!err.status.success(), "a layout over no pods is refused");
+}
 
 #[test]
 fn initial_pods_are_the_same_in_go() {
