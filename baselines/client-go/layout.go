@@ -23,10 +23,7 @@ type layoutEntry struct {
 // podLayout lists the struct bodies of pod: the Pod itself and every element of its lists of
 // structs. The Rust example `pod_layout` computes the same list for the Rust pod and compares.
 func podLayout(pod *corev1.Pod) []layoutEntry {
-	var (
-		env, ports, mounts int
-		statuses           = len(pod.Status.ContainerStatuses)
-	)
+	var env, ports, mounts int
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		env += len(c.Env)
@@ -44,7 +41,7 @@ func podLayout(pod *corev1.Pod) []layoutEntry {
 		{"Volume", len(pod.Spec.Volumes), unsafe.Sizeof(corev1.Volume{})},
 		{"PodCondition", len(pod.Status.Conditions), unsafe.Sizeof(corev1.PodCondition{})},
 		{"PodIP", len(pod.Status.PodIPs), unsafe.Sizeof(corev1.PodIP{})},
-		{"ContainerStatus", statuses, unsafe.Sizeof(corev1.ContainerStatus{})},
+		{"ContainerStatus", len(pod.Status.ContainerStatuses), unsafe.Sizeof(corev1.ContainerStatus{})},
 	}
 }
 

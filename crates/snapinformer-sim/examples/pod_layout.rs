@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+use clap::ValueEnum;
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_sim::{
     layout::{self, StructBodies},
@@ -54,14 +55,10 @@ fn go_layout(profile: PodProfile, count: usize) -> Result<layout::GoLayout, Stri
 fn main() {
     let mut args = std::env::args().skip(1);
     let profile_name = args.next().unwrap_or_else(|| "realistic".into());
-    let profile = match profile_name.as_str() {
-        "realistic" => PodProfile::Realistic,
-        "small" => PodProfile::Small,
-        other => {
-            eprintln!("{other}: not a pod profile (realistic or small)");
-            std::process::exit(2);
-        }
-    };
+    let profile = PodProfile::from_str(&profile_name, false).unwrap_or_else(|e| {
+        eprintln!("{profile_name}: not a pod profile ({e})");
+        std::process::exit(2);
+    });
     let count: usize = match args.next().map(|a| a.parse()) {
         None => 10_000,
         Some(Ok(n)) if n > 0 => n,

@@ -18,7 +18,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
 
-use crate::pods::PodProfile;
+use crate::{harness::worker::arg_name, pods::PodProfile};
 
 /// One kind of struct in a pod: how many the pod holds, and the bytes of one.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -105,12 +105,8 @@ pub struct GoLayout {
 /// Runs the Go worker `binary` (see [`crate::rows::client_go::worker_binary`]) for the layout of
 /// `profile` pods, the heap measured over `pods` of them.
 pub fn go_layout(binary: &Path, profile: PodProfile, pods: usize) -> Result<GoLayout, String> {
-    let profile = match profile {
-        PodProfile::Realistic => "realistic",
-        PodProfile::Small => "small",
-    };
     let out = Command::new(binary)
-        .args(["layout", "--profile", profile, "--pods", &pods.to_string()])
+        .args(["layout", "--profile", &arg_name(&profile), "--pods", &pods.to_string()])
         .output()
         .map_err(|e| format!("running {}: {e}", binary.display()))?;
     if !out.status.success() {
