@@ -13,7 +13,9 @@ use crate::{CompactPod, Interner, Value, decode};
 ///   equals it value for value, both as decoded and after encoding it back to text;
 /// - decoding the same text twice through one interner shares every array and object;
 /// - a JSON object decodes as a [`CompactPod`] whose hot fields are the object's, and whose
-///   `to_pod` equals `serde_json`'s `Pod` whenever `serde_json` can decode one;
+///   `to_pod` equals `serde_json`'s `Pod` whenever `serde_json` can decode one; that `Pod`
+///   encoded straight into compact form ([`CompactPod::from_pod`]) is the tree its JSON decodes
+///   to, with the same interned nodes;
 /// - once every tree is dropped, a sweep leaves the interner empty.
 ///
 /// Panics on any mismatch.
@@ -65,6 +67,20 @@ pub fn check_decode(data: &[u8]) {
         assert_eq!(pod.labels(), labels.as_ref());
         if let Ok(typed) = serde_json::from_value::<Pod>(expected.clone()) {
             assert_eq!(pod.to_pod().expect("a pod decodes from its tree"), typed);
+            // Encoded straight from the typed pod, it is the tree its JSON decodes to, sharing
+            // the same interned nodes.
+            let direct = CompactPod::from_pod(&typed, &mut interner).expect("typed pods encode");
+            let text = serde_json::to_vec(&typed).expect("typed pods encode as JSON");
+            let via_json = CompactPod::decode(&mut interner, &text).expect("their JSON decodes");
+            assert_eq!(direct, via_json, "encoding a typed pod is decoding its JSON");
+            assert_eq!(direct.labels(), via_json.labels());
+            for part in ["spec", "status"] {
+                if let (Some(Value::Object(a)), Some(Value::Object(b))) =
+                    (direct.root().get(part), via_json.root().get(part))
+                {
+                    assert!(a.ptr_eq(b), "`{part}` is the same interned node both ways");
+                }
+            }
         }
         drop(pod);
     }

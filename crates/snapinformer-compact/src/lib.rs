@@ -13,6 +13,8 @@
 //!   by incremental sweeps, so the table stays proportional to what is live (see its docs).
 //! - [`decode`]: a serde `DeserializeSeed` that decodes JSON straight into interned trees: no
 //!   `serde_json::Value` or `k8s_openapi` object is built on the way.
+//! - [`encode`]: a serde `Serializer` that turns a typed object (a `k8s_openapi` `Pod`) into the
+//!   tree its JSON would decode to, without the JSON: what [`CompactPod::from_pod`] uses.
 //! - [`CompactPod`]: a pod as such a tree, with its hot fields (name, namespace, UID,
 //!   resourceVersion, labels, node, phase) kept at hand for keys, indexes and selectors. It
 //!   implements the store's [`Object`](snapinformer_store::Object) trait and `Deserialize`
@@ -63,6 +65,7 @@
 //! author expected it.
 
 pub mod decode;
+pub mod encode;
 mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -12,6 +12,7 @@ use snapinformer_store::{IndexFn, Object as StoreObject, ObjectAccess, OwnerUids
 use crate::{
     Error, Result,
     decode::{ValueSeed, decode_object},
+    encode::encode_object,
     intern::Interner,
     value::{Array, Object, Str, Value},
 };
@@ -94,10 +95,12 @@ impl CompactPod {
         CompactPod::from_value(root, interner)
     }
 
-    /// A `k8s_openapi` pod in compact form (encodes it to JSON, then decodes that).
+    /// A `k8s_openapi` pod in compact form, encoded straight into the tree through `interner`
+    /// (no JSON text is written): the same tree, sharing the same nodes, as
+    /// [`decode`](CompactPod::decode) of the pod's JSON.
     pub fn from_pod(pod: &Pod, interner: &mut Interner) -> Result<CompactPod> {
-        let json = serde_json::to_vec(pod)?;
-        CompactPod::decode(interner, &json)
+        let root = encode_object(interner, pod)?;
+        CompactPod::from_value(root, interner)
     }
 
     /// `metadata.name`.

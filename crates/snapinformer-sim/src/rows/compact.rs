@@ -5,10 +5,12 @@
 //! have in common, with the owner-UID and node-name indexes (both of keys), as the compact pod
 //! informer builds them.
 //!
-//! - **Generation**: the `store` scenario hands this row pods already in compact form
-//!   ([`generate`]): each pod is encoded to JSON and decoded through the process-wide interner,
-//!   as the compact reflector decodes a list or a watch event. Apply figures therefore compare
-//!   stores, as the other rows' do (their pools are built before the measurement too).
+//! - **Generation**: the `store` scenario hands this row pods already in compact form. The
+//!   initial list ([`generate`]) is encoded to JSON and decoded through the process-wide
+//!   interner, as the compact reflector decodes a list; an update built at its slot
+//!   ([`to_compact`]) is a typed pod, built as the typed rows build theirs, then encoded
+//!   straight into compact form through the same interner (the same tree, without the JSON
+//!   text). Apply figures therefore compare stores, as the other rows' do.
 //! - **Owned reads** are `Arc<CompactPod>` clones ([`Objects::Compact`]): a compact pod's
 //!   materialised form is the shared object itself.
 //! - **`k8s_openapi` reads** (the [`CacheReader`] methods returning `Arc<Pod>`, which the `seed`
@@ -27,10 +29,11 @@ use crate::pods::{NODE_NAME_INDEX, OWNER_UID_INDEX};
 /// their JSON alive at once).
 const CHUNK: usize = 8192;
 
-/// `pod` in compact form, decoded through the process-wide interner.
+/// `pod` in compact form, encoded straight through the process-wide interner
+/// ([`CompactPod::from_pod`]).
 pub fn to_compact(pod: &Pod) -> CompactPod {
     let mut interner = Interner::global().lock().unwrap_or_else(|e| e.into_inner());
-    CompactPod::from_pod(pod, &mut interner).expect("pods encode as JSON objects")
+    CompactPod::from_pod(pod, &mut interner).expect("typed pods encode as objects")
 }
 
 /// `pod` as a `k8s_openapi` pod (a full decode).

@@ -1,0 +1,777 @@
+//! Encoding straight into the compact tree: a serde `Serializer` that turns any `Serialize` value
+//! (a `k8s_openapi` object, for one) into the interned tree its JSON would decode to, without
+//! writing the JSON text and parsing it again.
+//!
+//! The tree is the one [`decode`](crate::decode) builds from `serde_json::to_vec` of the same
+//! value: the same JSON kinds (`serde_json`'s rules for numbers, bytes, enums and map keys), the
+//! same entry order, the same nodes interned (and so shared with what the decoder built through
+//! the same interner). The fuzz target and its smoke test check this against the JSON round trip.
+//! One difference by design: a float is kept as the exact `f64` it was, where JSON text and
+//! `serde_json`'s default float parsing may move it by one unit in the last place.
+
+use std::fmt::Display;
+
+use serde::ser::{self, Serialize};
+
+use crate::{
+    decode::MAX_DEPTH,
+    intern::Interner,
+    value::{Array, Key, Object, Value},
+};
+
+/// The error of encoding: what `serde_json` would also refuse (a map key that is not a string,
+/// number, boolean or character, an integer beyond 64 bits, nesting deeper than
+/// [`MAX_DEPTH`]), or an error the value's own `Serialize` raised.
+pub type Error = serde_json::Error;
+
+/// Encodes one value into the compact tree through an [`Interner`], with the same interning
+/// rules as [`ValueSeed`](crate::decode::ValueSeed): nodes at depth `< unique_depth`, and a
+/// whole object's `metadata`, are built without interning.
+pub struct ValueSerializer<'i> {
+    interner: &'i mut Interner,
+    depth: usize,
+    unique_depth: usize,
+    in_metadata: bool,
+}
+
+impl<'i> ValueSerializer<'i> {
+    /// A serializer for a whole Kubernetes object: the root object and its `metadata` are not
+    /// interned, everything below is.
+    pub fn object(interner: &'i mut Interner) -> Self {
+        ValueSerializer { interner, depth: 0, unique_depth: 1, in_metadata: false }
+    }
+
+    /// A serializer that interns every node (for values that are not whole objects).
+    pub fn value(interner: &'i mut Interner) -> Self {
+        ValueSerializer { interner, depth: 0, unique_depth: 0, in_metadata: false }
+    }
+
+    fn child(&mut self, in_metadata: bool) -> ValueSerializer<'_> {
+        ValueSerializer {
+            interner: self.interner,
+            depth: self.depth + 1,
+            unique_depth: self.unique_depth,
+            in_metadata,
+        }
+    }
+
+    /// The serializer for the value under `key` of an object at this depth.
+    fn member(&mut self, key: &str) -> ValueSerializer<'_> {
+        let in_metadata = self.depth == 0 && self.unique_depth > 0 && key == "metadata";
+        self.child(in_metadata)
+    }
+
+    fn unique(&self) -> bool {
+        self.depth < self.unique_depth || (self.depth == 1 && self.in_metadata)
+    }
+
+    fn enter(&self) -> Result<(), Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(ser::Error::custom("value nested too deeply"));
+        }
+        Ok(())
+    }
+
+    fn build_array(&mut self, items: Vec<Value>) -> Value {
+        Value::Array(if self.unique() { Array::new(items) } else { self.interner.array(items) })
+    }
+
+    fn build_object(&mut self, entries: Vec<(Key, Value)>) -> Value {
+        Value::Object(if self.unique() {
+            Object::new(entries)
+        } else {
+            self.interner.object(entries)
+        })
+    }
+
+    /// Splits this serializer into where it stands and the serializer of the value under `key`
+    /// of an object here (which takes the interner until [`Place::object`] gets it back).
+    fn into_member(self, key: &str) -> (Place, ValueSerializer<'i>) {
+        let in_metadata = self.depth == 0 && self.unique_depth > 0 && key == "metadata";
+        let place = Place {
+            depth: self.depth,
+            unique_depth: self.unique_depth,
+            in_metadata: self.in_metadata,
+        };
+        let child = ValueSerializer {
+            interner: self.interner,
+            depth: self.depth + 1,
+            unique_depth: self.unique_depth,
+            in_metadata,
+        };
+        (place, child)
+    }
+
+    /// `{variant: value}`, as `serde_json` writes an enum variant with data.
+    fn variant(
+        mut self,
+        variant: &'static str,
+        value: impl FnOnce(ValueSerializer<'_>) -> Result<Value, Error>,
+    ) -> Result<Value, Error> {
+        self.enter()?;
+        let key = self.interner.key(variant);
+        let v = value(self.member(variant))?;
+        Ok(self.build_object(vec![(key, v)]))
+    }
+}
+
+/// Encodes a whole Kubernetes object (its root and `metadata` are not interned).
+pub fn encode_object<T: Serialize + ?Sized>(
+    interner: &mut Interner,
+    value: &T,
+) -> Result<Value, Error> {
+    value.serialize(ValueSerializer::object(interner))
+}
+
+/// Encodes one value, interning every node.
+pub fn encode_value<T: Serialize + ?Sized>(
+    interner: &mut Interner,
+    value: &T,
+) -> Result<Value, Error> {
+    value.serialize(ValueSerializer::value(interner))
+}
+
+impl<'i> ser::Serializer for ValueSerializer<'i> {
+    type Ok = Value;
+    type Error = Error;
+    type SerializeSeq = SeqEncoder<'i>;
+    type SerializeTuple = SeqEncoder<'i>;
+    type SerializeTupleStruct = SeqEncoder<'i>;
+    type SerializeTupleVariant = VariantEncoder<SeqEncoder<'i>>;
+    type SerializeMap = MapEncoder<'i>;
+    type SerializeStruct = MapEncoder<'i>;
+    type SerializeStructVariant = VariantEncoder<MapEncoder<'i>>;
+
+    fn serialize_bool(self, v: bool) -> Result<Value, Error> {
+        Ok(Value::Bool(v))
+    }
+    fn serialize_i8(self, v: i8) -> Result<Value, Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i16(self, v: i16) -> Result<Value, Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i32(self, v: i32) -> Result<Value, Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i64(self, v: i64) -> Result<Value, Error> {
+        // JSON has one kind of integer; the decoder reads a non-negative one as unsigned.
+        Ok(u64::try_from(v).map_or(Value::I64(v), Value::U64))
+    }
+    fn serialize_i128(self, v: i128) -> Result<Value, Error> {
+        if let Ok(v) = u64::try_from(v) {
+            Ok(Value::U64(v))
+        } else if let Ok(v) = i64::try_from(v) {
+            Ok(Value::I64(v))
+        } else {
+            Err(ser::Error::custom("integer out of range for a 64-bit JSON number"))
+        }
+    }
+    fn serialize_u8(self, v: u8) -> Result<Value, Error> {
+        Ok(Value::U64(v.into()))
+    }
+    fn serialize_u16(self, v: u16) -> Result<Value, Error> {
+        Ok(Value::U64(v.into()))
+    }
+    fn serialize_u32(self, v: u32) -> Result<Value, Error> {
+        Ok(Value::U64(v.into()))
+    }
+    fn serialize_u64(self, v: u64) -> Result<Value, Error> {
+        Ok(Value::U64(v))
+    }
+    fn serialize_u128(self, v: u128) -> Result<Value, Error> {
+        u64::try_from(v)
+            .map(Value::U64)
+            .map_err(|_| ser::Error::custom("integer out of range for a 64-bit JSON number"))
+    }
+    fn serialize_f32(self, v: f32) -> Result<Value, Error> {
+        self.serialize_f64(v.into())
+    }
+    fn serialize_f64(self, v: f64) -> Result<Value, Error> {
+        // serde_json writes a float that is not finite as `null`.
+        Ok(if v.is_finite() { Value::F64(v) } else { Value::Null })
+    }
+    fn serialize_char(self, v: char) -> Result<Value, Error> {
+        self.serialize_str(v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result<Value, Error> {
+        Ok(Value::String(self.interner.str(v)))
+    }
+    fn serialize_bytes(mut self, v: &[u8]) -> Result<Value, Error> {
+        // serde_json writes bytes as an array of numbers.
+        self.enter()?;
+        let items = v.iter().map(|&b| Value::U64(b.into())).collect();
+        Ok(self.build_array(items))
+    }
+    fn serialize_none(self) -> Result<Value, Error> {
+        Ok(Value::Null)
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<Value, Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<Value, Error> {
+        Ok(Value::Null)
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<Value, Error> {
+        Ok(Value::Null)
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<Value, Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<Value, Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<Value, Error> {
+        self.variant(variant, |s| value.serialize(s))
+    }
+    fn serialize_seq(self, len: Option<usize>) -> Result<SeqEncoder<'i>, Error> {
+        self.enter()?;
+        Ok(SeqEncoder { items: Vec::with_capacity(len.unwrap_or(0).min(64)), at: self })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<SeqEncoder<'i>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        len: usize,
+    ) -> Result<SeqEncoder<'i>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<VariantEncoder<SeqEncoder<'i>>, Error> {
+        self.enter()?;
+        let key = self.interner.key(variant);
+        let (outer, inner) = self.into_member(variant);
+        Ok(VariantEncoder { outer, key, inner: inner.serialize_seq(Some(len))? })
+    }
+    fn serialize_map(self, len: Option<usize>) -> Result<MapEncoder<'i>, Error> {
+        self.enter()?;
+        Ok(MapEncoder {
+            entries: Vec::with_capacity(len.unwrap_or(0).min(64)),
+            key: None,
+            at: self,
+        })
+    }
+    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<MapEncoder<'i>, Error> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<VariantEncoder<MapEncoder<'i>>, Error> {
+        self.enter()?;
+        let key = self.interner.key(variant);
+        let (outer, inner) = self.into_member(variant);
+        Ok(VariantEncoder { outer, key, inner: inner.serialize_map(Some(len))? })
+    }
+    fn collect_str<T: Display + ?Sized>(self, value: &T) -> Result<Value, Error> {
+        self.serialize_str(&value.to_string())
+    }
+}
+
+/// Builds an array from the elements it is given.
+pub struct SeqEncoder<'i> {
+    at: ValueSerializer<'i>,
+    items: Vec<Value>,
+}
+
+impl<'i> SeqEncoder<'i> {
+    fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        let v = value.serialize(self.at.child(false))?;
+        self.items.push(v);
+        Ok(())
+    }
+    fn finish(mut self) -> (Value, ValueSerializer<'i>) {
+        let v = self.at.build_array(std::mem::take(&mut self.items));
+        (v, self.at)
+    }
+}
+
+impl ser::SerializeSeq for SeqEncoder<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.push(value)
+    }
+    fn end(self) -> Result<Value, Error> {
+        Ok(self.finish().0)
+    }
+}
+
+impl ser::SerializeTuple for SeqEncoder<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.push(value)
+    }
+    fn end(self) -> Result<Value, Error> {
+        Ok(self.finish().0)
+    }
+}
+
+impl ser::SerializeTupleStruct for SeqEncoder<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.push(value)
+    }
+    fn end(self) -> Result<Value, Error> {
+        Ok(self.finish().0)
+    }
+}
+
+/// Builds an object from the entries (or struct fields) it is given.
+pub struct MapEncoder<'i> {
+    at: ValueSerializer<'i>,
+    entries: Vec<(Key, Value)>,
+    /// The key given by `serialize_key`, waiting for its value.
+    key: Option<Key>,
+}
+
+impl<'i> MapEncoder<'i> {
+    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
+        let k = self.at.interner.key(key);
+        let v = value.serialize(self.at.member(key))?;
+        self.entries.push((k, v));
+        Ok(())
+    }
+    fn finish(mut self) -> (Value, ValueSerializer<'i>) {
+        let v = self.at.build_object(std::mem::take(&mut self.entries));
+        (v, self.at)
+    }
+}
+
+impl ser::SerializeMap for MapEncoder<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        let text = key.serialize(KeyEncoder)?;
+        self.key = Some(self.at.interner.key(&text));
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        let Some(k) = self.key.take() else {
+            return Err(ser::Error::custom("a map value was given before its key"));
+        };
+        let v = value.serialize(self.at.member(&k))?;
+        self.entries.push((k, v));
+        Ok(())
+    }
+    fn end(self) -> Result<Value, Error> {
+        Ok(self.finish().0)
+    }
+}
+
+impl ser::SerializeStruct for MapEncoder<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<Value, Error> {
+        Ok(self.finish().0)
+    }
+}
+
+/// Where an encoder for an enum variant's data stands (the interner is lent to the inner
+/// encoder meanwhile).
+struct Place {
+    depth: usize,
+    unique_depth: usize,
+    in_metadata: bool,
+}
+
+impl Place {
+    /// `{key: value}` at this place, the interner given back by the inner encoder.
+    fn object(self, interner: &mut Interner, key: Key, value: Value) -> Value {
+        let mut at = ValueSerializer {
+            interner,
+            depth: self.depth,
+            unique_depth: self.unique_depth,
+            in_metadata: self.in_metadata,
+        };
+        at.build_object(vec![(key, value)])
+    }
+}
+
+/// Builds `{variant: [...]}` or `{variant: {...}}`, as `serde_json` writes an enum's tuple and
+/// struct variants.
+pub struct VariantEncoder<E> {
+    outer: Place,
+    key: Key,
+    inner: E,
+}
+
+impl ser::SerializeTupleVariant for VariantEncoder<SeqEncoder<'_>> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.inner.push(value)
+    }
+    fn end(self) -> Result<Value, Error> {
+        let (v, at) = self.inner.finish();
+        Ok(self.outer.object(at.interner, self.key, v))
+    }
+}
+
+impl ser::SerializeStructVariant for VariantEncoder<MapEncoder<'_>> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.inner.field(key, value)
+    }
+    fn end(self) -> Result<Value, Error> {
+        let (v, at) = self.inner.finish();
+        Ok(self.outer.object(at.interner, self.key, v))
+    }
+}
+
+/// Turns a map key into the text of a JSON object key, as `serde_json` does: strings and
+/// characters as they are, integers, finite floats and booleans as their text, unit variants by
+/// name; anything else is an error.
+struct KeyEncoder;
+
+fn key_must_be_a_string() -> Error {
+    ser::Error::custom("key must be a string")
+}
+
+impl ser::Serializer for KeyEncoder {
+    type Ok = String;
+    type Error = Error;
+    type SerializeSeq = ser::Impossible<String, Error>;
+    type SerializeTuple = ser::Impossible<String, Error>;
+    type SerializeTupleStruct = ser::Impossible<String, Error>;
+    type SerializeTupleVariant = ser::Impossible<String, Error>;
+    type SerializeMap = ser::Impossible<String, Error>;
+    type SerializeStruct = ser::Impossible<String, Error>;
+    type SerializeStructVariant = ser::Impossible<String, Error>;
+
+    fn serialize_bool(self, v: bool) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_i8(self, v: i8) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_i16(self, v: i16) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_i32(self, v: i32) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_i64(self, v: i64) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_i128(self, v: i128) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_u8(self, v: u8) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_u16(self, v: u16) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_u32(self, v: u32) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_u64(self, v: u64) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_u128(self, v: u128) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_f32(self, v: f32) -> Result<String, Error> {
+        self.serialize_f64(v.into())
+    }
+    fn serialize_f64(self, v: f64) -> Result<String, Error> {
+        // A finite float as the text serde_json writes for it.
+        if v.is_finite() {
+            serde_json::to_string(&v)
+        } else {
+            Err(ser::Error::custom("float key must be finite"))
+        }
+    }
+    fn serialize_char(self, v: char) -> Result<String, Error> {
+        Ok(v.to_string())
+    }
+    fn serialize_str(self, v: &str) -> Result<String, Error> {
+        Ok(v.to_owned())
+    }
+    fn serialize_bytes(self, _v: &[u8]) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_none(self) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit(self) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<String, Error> {
+        Ok(variant.to_owned())
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<String, Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _value: &T,
+    ) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Serialize;
+
+    use super::*;
+    use crate::decode::{decode_object, decode_value};
+
+    /// `value` encoded directly and through JSON text, with one interner.
+    fn both<T: Serialize>(value: &T) -> (Value, Value) {
+        let mut interner = Interner::new();
+        let direct = encode_value(&mut interner, value).expect("encodes");
+        let text = serde_json::to_vec(value).expect("serde_json encodes it");
+        let decoded = decode_value(&mut interner, &text).expect("its JSON decodes");
+        (direct, decoded)
+    }
+
+    #[derive(Serialize)]
+    enum Shape {
+        Empty,
+        Circle(f64),
+        Pair(u8, i32),
+        Rect { w: u32, h: u32 },
+    }
+
+    #[derive(Serialize)]
+    struct Wrapper(String);
+
+    #[derive(Serialize)]
+    struct Everything {
+        unit: (),
+        yes: bool,
+        small: i8,
+        negative: i64,
+        big: u64,
+        huge: i128,
+        ratio: f32,
+        not_a_number: f64,
+        letter: char,
+        name: Wrapper,
+        maybe: Option<u16>,
+        nothing: Option<u16>,
+        #[serde(with = "serde_bytes_as_seq")]
+        bytes: Vec<u8>,
+        shapes: Vec<Shape>,
+        by_number: BTreeMap<i32, &'static str>,
+        by_flag: BTreeMap<bool, u8>,
+        by_char: BTreeMap<char, u8>,
+        tuple: (u8, &'static str),
+    }
+
+    mod serde_bytes_as_seq {
+        pub(super) fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(v)
+        }
+    }
+
+    #[test]
+    fn every_serde_kind_encodes_as_its_json_decodes() {
+        let value = Everything {
+            unit: (),
+            yes: true,
+            small: -3,
+            negative: -70_000_000_000,
+            big: u64::MAX,
+            huge: 12,
+            ratio: 0.5,
+            not_a_number: f64::NAN,
+            letter: 'é',
+            name: Wrapper("a string longer than twenty-two bytes".into()),
+            maybe: Some(7),
+            nothing: None,
+            bytes: vec![0, 1, 255],
+            shapes: vec![
+                Shape::Empty,
+                Shape::Circle(2.5),
+                Shape::Pair(1, -1),
+                Shape::Rect { w: 3, h: 4 },
+            ],
+            by_number: [(-1, "minus one"), (10, "ten")].into_iter().collect(),
+            by_flag: [(false, 0), (true, 1)].into_iter().collect(),
+            by_char: [('x', 1)].into_iter().collect(),
+            tuple: (9, "nine"),
+        };
+        let (direct, decoded) = both(&value);
+        assert_eq!(direct, decoded);
+        assert_eq!(direct.to_json(), serde_json::to_value(&value).unwrap());
+        // Interned through one table, equal nodes are the same allocation.
+        let shapes = |v: &Value| v.get("shapes").and_then(Value::as_array).cloned().unwrap();
+        assert!(shapes(&direct).ptr_eq(&shapes(&decoded)));
+    }
+
+    #[test]
+    fn keys_serde_json_refuses_are_refused() {
+        let mut interner = Interner::new();
+        let by_list: BTreeMap<Vec<u8>, u8> = [(vec![1], 1)].into_iter().collect();
+        let err = encode_value(&mut interner, &by_list).unwrap_err();
+        assert!(err.to_string().contains("key must be a string"), "{err}");
+        assert!(serde_json::to_vec(&by_list).is_err());
+        let by_unit: BTreeMap<(), u8> = [((), 1)].into_iter().collect();
+        assert!(encode_value(&mut interner, &by_unit).is_err());
+        assert!(encode_value(&mut interner, &u128::MAX).is_err());
+        assert!(encode_value(&mut interner, &i128::MIN).is_err());
+    }
+
+    #[test]
+    fn float_keys_are_written_as_serde_json_writes_them() {
+        #[derive(Serialize)]
+        struct F(#[serde(serialize_with = "float_keys")] ());
+        fn float_keys<S: serde::Serializer>(_: &(), s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut m = s.serialize_map(Some(2))?;
+            m.serialize_entry(&1.5f64, &1)?;
+            m.serialize_entry(&1e21f64, &2)?;
+            m.end()
+        }
+        let (direct, decoded) = both(&F(()));
+        assert_eq!(direct, decoded);
+        let mut interner = Interner::new();
+        #[derive(Serialize)]
+        struct Nan(#[serde(serialize_with = "nan_key")] ());
+        fn nan_key<S: serde::Serializer>(_: &(), s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut m = s.serialize_map(Some(1))?;
+            m.serialize_entry(&f64::NAN, &1)?;
+            m.end()
+        }
+        assert!(encode_value(&mut interner, &Nan(())).is_err());
+    }
+
+    #[test]
+    fn an_object_keeps_its_root_and_metadata_unshared_and_shares_the_rest() {
+        let pod = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "a", "labels": {"app": "web"}, "ownerReferences": [{"uid": "u"}]},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+        });
+        let mut interner = Interner::new();
+        let direct = encode_object(&mut interner, &pod).unwrap();
+        let text = serde_json::to_vec(&pod).unwrap();
+        let decoded = decode_object(&mut interner, &text).unwrap();
+        assert_eq!(direct, decoded);
+        let at = |v: &Value, k: &str| v.get(k).and_then(Value::as_object).cloned().unwrap();
+        assert!(!direct.as_object().unwrap().ptr_eq(decoded.as_object().unwrap()));
+        assert!(!at(&direct, "metadata").ptr_eq(&at(&decoded, "metadata")));
+        assert!(at(&direct, "spec").ptr_eq(&at(&decoded, "spec")));
+        let meta_labels = |v: &Value| {
+            v.pointer(&["metadata", "labels"]).and_then(Value::as_object).cloned().unwrap()
+        };
+        assert!(meta_labels(&direct).ptr_eq(&meta_labels(&decoded)));
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_decoder_allows_is_refused() {
+        let mut deep = serde_json::Value::Null;
+        for _ in 0..(MAX_DEPTH + 2) {
+            deep = serde_json::Value::Array(vec![deep]);
+        }
+        let mut interner = Interner::new();
+        let err = encode_value(&mut interner, &deep).unwrap_err();
+        assert!(err.to_string().contains("nested too deeply"), "{err}");
+    }
+}

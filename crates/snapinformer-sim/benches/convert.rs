@@ -1,0 +1,75 @@
+//! Criterion benchmarks of what the `store` scenario's sources pay per update, and what a
+//! reflector pays to decode one, for a realistic pod at 200,000 pods (one thread, the
+//! process-wide interner warm with the other pods of the same sets, as in a run):
+//!
+//! - `pod_update/build_typed`: building the `k8s_openapi` pod (what the typed rows' source does
+//!   at each slot);
+//! - `pod_update/compact_direct`: building it, then encoding it straight into compact form
+//!   ([`CompactPod::from_pod`], what the compact row's source does at each slot);
+//! - `pod_update/compact_via_json`: building it, writing its JSON and decoding that through the
+//!   interner (the compact row's source before the direct encoder);
+//! - `pod_update/decode_typed_json` and `pod_update/decode_compact_json`: decoding the pod's
+//!   JSON into a `k8s_openapi` pod and into compact form: what a typed and a compact reflector
+//!   pay per watch event, without building anything.
+//!
+//! `cargo bench -p snapinformer-sim --bench convert`
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+use snapinformer_compact::{CompactPod, Interner};
+use snapinformer_sim::pods::{self, Shape};
+
+const PODS: usize = 200_000;
+
+fn pod_update(c: &mut Criterion) {
+    let shape = Shape::for_objects(PODS, 1000);
+    // The pods the interner holds in a run: one per set, so that every shared node is there.
+    let mut interner = Interner::new();
+    let held: Vec<CompactPod> = (0..PODS)
+        .step_by(shape.per_owner.max(1))
+        .map(|i| {
+            let pod = pods::make_pod(&shape, i, 1, i % shape.nodes);
+            CompactPod::from_pod(&pod, &mut interner).expect("pods encode")
+        })
+        .collect();
+    let mut next = 0usize;
+    let mut make = move || {
+        next = (next + 7919) % PODS;
+        pods::make_pod(&shape, next, 2_000_000 + next as u64, (next + 1) % shape.nodes)
+    };
+    let json: Vec<Vec<u8>> =
+        (0..1000).map(|_| serde_json::to_vec(&make()).expect("pods encode as JSON")).collect();
+
+    let mut g = c.benchmark_group("pod_update");
+    g.bench_function("build_typed", |b| b.iter(|| black_box(make())));
+    g.bench_function("compact_direct", |b| {
+        b.iter(|| black_box(CompactPod::from_pod(&make(), &mut interner).expect("pods encode")))
+    });
+    g.bench_function("compact_via_json", |b| {
+        b.iter(|| {
+            let text = serde_json::to_vec(&make()).expect("pods encode as JSON");
+            black_box(CompactPod::decode(&mut interner, &text).expect("their JSON decodes"))
+        })
+    });
+    let mut at = 0usize;
+    g.bench_function("decode_typed_json", |b| {
+        b.iter(|| {
+            at = (at + 1) % json.len();
+            black_box(serde_json::from_slice::<Pod>(&json[at]).expect("pods decode"))
+        })
+    });
+    g.bench_function("decode_compact_json", |b| {
+        b.iter(|| {
+            at = (at + 1) % json.len();
+            black_box(CompactPod::decode(&mut interner, &json[at]).expect("pods decode"))
+        })
+    });
+    g.finish();
+    drop(held);
+}
+
+criterion_group!(benches, pod_update);
+criterion_main!(benches);
