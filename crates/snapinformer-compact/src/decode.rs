@@ -7,12 +7,63 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 
 use crate::{
     intern::Interner,
-    value::{Key, Object, Value},
+    value::{Array, Key, Object, Value},
 };
 
 /// Deepest nesting decoded (serde_json stops at 128 levels on its own; this bound also holds
 /// for other deserializers).
 pub const MAX_DEPTH: usize = 128;
+
+/// Where a value sits in the object being built, and so whether its array or object node is
+/// interned: nodes at depth `< unique_depth`, and a whole object's `metadata`, are built
+/// unshared. The decoder and the [`encode`](crate::encode)r both follow it, so that they build
+/// the same tree.
+#[derive(Clone, Copy)]
+pub(crate) struct Place {
+    depth: usize,
+    unique_depth: usize,
+    /// The object keys on the path to this value, for `unique_depth` decisions (only the first
+    /// level matters: `metadata` under the root).
+    in_metadata: bool,
+}
+
+impl Place {
+    /// The root of a whole Kubernetes object: the root object and its `metadata` are not
+    /// interned, everything below is.
+    pub(crate) const OBJECT: Place = Place { depth: 0, unique_depth: 1, in_metadata: false };
+    /// The root of a value that is not a whole object: every node is interned.
+    pub(crate) const VALUE: Place = Place { depth: 0, unique_depth: 0, in_metadata: false };
+
+    /// An element of an array here.
+    pub(crate) fn element(self) -> Place {
+        Place { depth: self.depth + 1, in_metadata: false, ..self }
+    }
+
+    /// The value under `key` of an object here.
+    pub(crate) fn member(self, key: &str) -> Place {
+        let in_metadata = self.depth == 0 && self.unique_depth > 0 && key == "metadata";
+        Place { depth: self.depth + 1, in_metadata, ..self }
+    }
+
+    /// Deeper than [`MAX_DEPTH`].
+    pub(crate) fn too_deep(self) -> bool {
+        self.depth > MAX_DEPTH
+    }
+
+    fn unique(self) -> bool {
+        self.depth < self.unique_depth || (self.depth == 1 && self.in_metadata)
+    }
+
+    /// An array at this place: unshared, or interned.
+    pub(crate) fn array(self, interner: &mut Interner, items: Vec<Value>) -> Array {
+        if self.unique() { Array::new(items) } else { interner.array(items) }
+    }
+
+    /// An object at this place: unshared, or interned.
+    pub(crate) fn object(self, interner: &mut Interner, entries: Vec<(Key, Value)>) -> Object {
+        if self.unique() { Object::new(entries) } else { interner.object(entries) }
+    }
+}
 
 /// Decodes one JSON value through an [`Interner`].
 ///
@@ -21,43 +72,30 @@ pub const MAX_DEPTH: usize = 128;
 /// so looking them up would only cost time and table space.
 pub struct ValueSeed<'i> {
     interner: &'i mut Interner,
-    depth: usize,
-    unique_depth: usize,
-    /// The object keys on the path to this value, for `unique_depth` decisions (only the first
-    /// level matters: `metadata` under the root).
-    in_metadata: bool,
+    at: Place,
 }
 
 impl<'i> ValueSeed<'i> {
     /// A seed for a whole Kubernetes object: the root object and its `metadata` are not
     /// interned, everything below is.
     pub fn object(interner: &'i mut Interner) -> Self {
-        ValueSeed { interner, depth: 0, unique_depth: 1, in_metadata: false }
+        ValueSeed { interner, at: Place::OBJECT }
     }
 
     /// A seed that interns every node (for values that are not whole objects).
     pub fn value(interner: &'i mut Interner) -> Self {
-        ValueSeed { interner, depth: 0, unique_depth: 0, in_metadata: false }
+        ValueSeed { interner, at: Place::VALUE }
     }
 
-    fn child(&mut self, in_metadata: bool) -> ValueSeed<'_> {
-        ValueSeed {
-            interner: self.interner,
-            depth: self.depth + 1,
-            unique_depth: self.unique_depth,
-            in_metadata,
-        }
-    }
-
-    fn unique(&self) -> bool {
-        self.depth < self.unique_depth || (self.depth == 1 && self.in_metadata)
+    fn child(&mut self, at: Place) -> ValueSeed<'_> {
+        ValueSeed { interner: self.interner, at }
     }
 }
 
 impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
     type Value = Value;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        if self.depth > MAX_DEPTH {
+        if self.at.too_deep() {
             return Err(de::Error::custom("value nested too deeply"));
         }
         d.deserialize_any(self)
@@ -96,28 +134,21 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-        while let Some(v) = seq.next_element_seed(self.child(false))? {
+        let element = self.at.element();
+        while let Some(v) = seq.next_element_seed(self.child(element))? {
             items.push(v);
         }
-        Ok(Value::Array(if self.unique() {
-            crate::value::Array::new(items)
-        } else {
-            self.interner.array(items)
-        }))
+        Ok(Value::Array(self.at.array(self.interner, items)))
     }
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
         let mut entries: Vec<(Key, Value)> =
             Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
         while let Some(k) = map.next_key_seed(KeySeed(self.interner))? {
-            let in_metadata = self.depth == 0 && self.unique_depth > 0 && &*k == "metadata";
-            let v = map.next_value_seed(self.child(in_metadata))?;
+            let member = self.at.member(&k);
+            let v = map.next_value_seed(self.child(member))?;
             entries.push((k, v));
         }
-        Ok(Value::Object(if self.unique() {
-            Object::new(entries)
-        } else {
-            self.interner.object(entries)
-        }))
+        Ok(Value::Object(self.at.object(self.interner, entries)))
     }
 }
 

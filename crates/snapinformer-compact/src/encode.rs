@@ -14,92 +14,45 @@ use std::fmt::Display;
 use serde::ser::{self, Serialize};
 
 use crate::{
-    decode::MAX_DEPTH,
+    decode::Place,
     intern::Interner,
-    value::{Array, Key, Object, Value},
+    value::{Key, Value},
 };
 
 /// The error of encoding: what `serde_json` would also refuse (a map key that is not a string,
 /// number, boolean or character, an integer beyond 64 bits, nesting deeper than
-/// [`MAX_DEPTH`]), or an error the value's own `Serialize` raised.
+/// [`MAX_DEPTH`](crate::decode::MAX_DEPTH)), or an error the value's own `Serialize` raised.
 pub type Error = serde_json::Error;
 
 /// Encodes one value into the compact tree through an [`Interner`], with the same interning
-/// rules as [`ValueSeed`](crate::decode::ValueSeed): nodes at depth `< unique_depth`, and a
-/// whole object's `metadata`, are built without interning.
+/// rules as [`ValueSeed`](crate::decode::ValueSeed): a whole object's root and `metadata` are
+/// built without interning, everything else is interned.
 pub struct ValueSerializer<'i> {
     interner: &'i mut Interner,
-    depth: usize,
-    unique_depth: usize,
-    in_metadata: bool,
+    at: Place,
 }
 
 impl<'i> ValueSerializer<'i> {
     /// A serializer for a whole Kubernetes object: the root object and its `metadata` are not
     /// interned, everything below is.
     pub fn object(interner: &'i mut Interner) -> Self {
-        ValueSerializer { interner, depth: 0, unique_depth: 1, in_metadata: false }
+        ValueSerializer { interner, at: Place::OBJECT }
     }
 
     /// A serializer that interns every node (for values that are not whole objects).
     pub fn value(interner: &'i mut Interner) -> Self {
-        ValueSerializer { interner, depth: 0, unique_depth: 0, in_metadata: false }
+        ValueSerializer { interner, at: Place::VALUE }
     }
 
-    fn child(&mut self, in_metadata: bool) -> ValueSerializer<'_> {
-        ValueSerializer {
-            interner: self.interner,
-            depth: self.depth + 1,
-            unique_depth: self.unique_depth,
-            in_metadata,
-        }
-    }
-
-    /// The serializer for the value under `key` of an object at this depth.
-    fn member(&mut self, key: &str) -> ValueSerializer<'_> {
-        let in_metadata = self.depth == 0 && self.unique_depth > 0 && key == "metadata";
-        self.child(in_metadata)
-    }
-
-    fn unique(&self) -> bool {
-        self.depth < self.unique_depth || (self.depth == 1 && self.in_metadata)
+    fn child(&mut self, at: Place) -> ValueSerializer<'_> {
+        ValueSerializer { interner: self.interner, at }
     }
 
     fn enter(&self) -> Result<(), Error> {
-        if self.depth > MAX_DEPTH {
+        if self.at.too_deep() {
             return Err(ser::Error::custom("value nested too deeply"));
         }
         Ok(())
-    }
-
-    fn build_array(&mut self, items: Vec<Value>) -> Value {
-        Value::Array(if self.unique() { Array::new(items) } else { self.interner.array(items) })
-    }
-
-    fn build_object(&mut self, entries: Vec<(Key, Value)>) -> Value {
-        Value::Object(if self.unique() {
-            Object::new(entries)
-        } else {
-            self.interner.object(entries)
-        })
-    }
-
-    /// Splits this serializer into where it stands and the serializer of the value under `key`
-    /// of an object here (which takes the interner until [`Place::object`] gets it back).
-    fn into_member(self, key: &str) -> (Place, ValueSerializer<'i>) {
-        let in_metadata = self.depth == 0 && self.unique_depth > 0 && key == "metadata";
-        let place = Place {
-            depth: self.depth,
-            unique_depth: self.unique_depth,
-            in_metadata: self.in_metadata,
-        };
-        let child = ValueSerializer {
-            interner: self.interner,
-            depth: self.depth + 1,
-            unique_depth: self.unique_depth,
-            in_metadata,
-        };
-        (place, child)
     }
 
     /// `{variant: value}`, as `serde_json` writes an enum variant with data.
@@ -110,8 +63,22 @@ impl<'i> ValueSerializer<'i> {
     ) -> Result<Value, Error> {
         self.enter()?;
         let key = self.interner.key(variant);
-        let v = value(self.member(variant))?;
-        Ok(self.build_object(vec![(key, v)]))
+        let v = value(self.child(self.at.member(variant)))?;
+        Ok(Value::Object(self.at.object(self.interner, vec![(key, v)])))
+    }
+
+    /// The encoder of an enum variant's data, `{variant: ...}`: the interner goes to the inner
+    /// encoder `inner` makes for the value under `variant`, and comes back when it finishes.
+    fn into_variant<E>(
+        self,
+        variant: &'static str,
+        inner: impl FnOnce(ValueSerializer<'i>) -> Result<E, Error>,
+    ) -> Result<VariantEncoder<E>, Error> {
+        self.enter()?;
+        let key = self.interner.key(variant);
+        let at = self.at.member(variant);
+        let inner = inner(ValueSerializer { interner: self.interner, at })?;
+        Ok(VariantEncoder { outer: self.at, key, inner })
     }
 }
 
@@ -197,11 +164,11 @@ impl<'i> ser::Serializer for ValueSerializer<'i> {
     fn serialize_str(self, v: &str) -> Result<Value, Error> {
         Ok(Value::String(self.interner.str(v)))
     }
-    fn serialize_bytes(mut self, v: &[u8]) -> Result<Value, Error> {
+    fn serialize_bytes(self, v: &[u8]) -> Result<Value, Error> {
         // serde_json writes bytes as an array of numbers.
         self.enter()?;
         let items = v.iter().map(|&b| Value::U64(b.into())).collect();
-        Ok(self.build_array(items))
+        Ok(Value::Array(self.at.array(self.interner, items)))
     }
     fn serialize_none(self) -> Result<Value, Error> {
         Ok(Value::Null)
@@ -260,10 +227,7 @@ impl<'i> ser::Serializer for ValueSerializer<'i> {
         variant: &'static str,
         len: usize,
     ) -> Result<VariantEncoder<SeqEncoder<'i>>, Error> {
-        self.enter()?;
-        let key = self.interner.key(variant);
-        let (outer, inner) = self.into_member(variant);
-        Ok(VariantEncoder { outer, key, inner: inner.serialize_seq(Some(len))? })
+        self.into_variant(variant, |s| s.serialize_seq(Some(len)))
     }
     fn serialize_map(self, len: Option<usize>) -> Result<MapEncoder<'i>, Error> {
         self.enter()?;
@@ -283,10 +247,7 @@ impl<'i> ser::Serializer for ValueSerializer<'i> {
         variant: &'static str,
         len: usize,
     ) -> Result<VariantEncoder<MapEncoder<'i>>, Error> {
-        self.enter()?;
-        let key = self.interner.key(variant);
-        let (outer, inner) = self.into_member(variant);
-        Ok(VariantEncoder { outer, key, inner: inner.serialize_map(Some(len))? })
+        self.into_variant(variant, |s| s.serialize_map(Some(len)))
     }
     fn collect_str<T: Display + ?Sized>(self, value: &T) -> Result<Value, Error> {
         self.serialize_str(&value.to_string())
@@ -301,48 +262,39 @@ pub struct SeqEncoder<'i> {
 
 impl<'i> SeqEncoder<'i> {
     fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        let v = value.serialize(self.at.child(false))?;
+        let element = self.at.at.element();
+        let v = value.serialize(self.at.child(element))?;
         self.items.push(v);
         Ok(())
     }
-    fn finish(mut self) -> (Value, ValueSerializer<'i>) {
-        let v = self.at.build_array(std::mem::take(&mut self.items));
+    fn finish(self) -> (Value, ValueSerializer<'i>) {
+        let v = Value::Array(self.at.at.array(self.at.interner, self.items));
         (v, self.at)
     }
 }
 
-impl ser::SerializeSeq for SeqEncoder<'_> {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        Ok(self.finish().0)
-    }
+/// `SerializeSeq`, `SerializeTuple` and `SerializeTupleStruct` for [`SeqEncoder`]: each
+/// element is pushed, and the end builds the array.
+macro_rules! seq_encoder {
+    ($($trait_:ident::$method:ident),* $(,)?) => {$(
+        impl ser::$trait_ for SeqEncoder<'_> {
+            type Ok = Value;
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.push(value)
+            }
+            fn end(self) -> Result<Value, Error> {
+                Ok(self.finish().0)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for SeqEncoder<'_> {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        Ok(self.finish().0)
-    }
-}
-
-impl ser::SerializeTupleStruct for SeqEncoder<'_> {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        Ok(self.finish().0)
-    }
-}
+seq_encoder!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+);
 
 /// Builds an object from the entries (or struct fields) it is given.
 pub struct MapEncoder<'i> {
@@ -355,12 +307,13 @@ pub struct MapEncoder<'i> {
 impl<'i> MapEncoder<'i> {
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
         let k = self.at.interner.key(key);
-        let v = value.serialize(self.at.member(key))?;
+        let member = self.at.at.member(key);
+        let v = value.serialize(self.at.child(member))?;
         self.entries.push((k, v));
         Ok(())
     }
-    fn finish(mut self) -> (Value, ValueSerializer<'i>) {
-        let v = self.at.build_object(std::mem::take(&mut self.entries));
+    fn finish(self) -> (Value, ValueSerializer<'i>) {
+        let v = Value::Object(self.at.at.object(self.at.interner, self.entries));
         (v, self.at)
     }
 }
@@ -377,7 +330,8 @@ impl ser::SerializeMap for MapEncoder<'_> {
         let Some(k) = self.key.take() else {
             return Err(ser::Error::custom("a map value was given before its key"));
         };
-        let v = value.serialize(self.at.member(&k))?;
+        let member = self.at.at.member(&k);
+        let v = value.serialize(self.at.child(member))?;
         self.entries.push((k, v));
         Ok(())
     }
@@ -401,27 +355,6 @@ impl ser::SerializeStruct for MapEncoder<'_> {
     }
 }
 
-/// Where an encoder for an enum variant's data stands (the interner is lent to the inner
-/// encoder meanwhile).
-struct Place {
-    depth: usize,
-    unique_depth: usize,
-    in_metadata: bool,
-}
-
-impl Place {
-    /// `{key: value}` at this place, the interner given back by the inner encoder.
-    fn object(self, interner: &mut Interner, key: Key, value: Value) -> Value {
-        let mut at = ValueSerializer {
-            interner,
-            depth: self.depth,
-            unique_depth: self.unique_depth,
-            in_metadata: self.in_metadata,
-        };
-        at.build_object(vec![(key, value)])
-    }
-}
-
 /// Builds `{variant: [...]}` or `{variant: {...}}`, as `serde_json` writes an enum's tuple and
 /// struct variants.
 pub struct VariantEncoder<E> {
@@ -438,7 +371,7 @@ impl ser::SerializeTupleVariant for VariantEncoder<SeqEncoder<'_>> {
     }
     fn end(self) -> Result<Value, Error> {
         let (v, at) = self.inner.finish();
-        Ok(self.outer.object(at.interner, self.key, v))
+        Ok(Value::Object(self.outer.object(at.interner, vec![(self.key, v)])))
     }
 }
 
@@ -454,7 +387,7 @@ impl ser::SerializeStructVariant for VariantEncoder<MapEncoder<'_>> {
     }
     fn end(self) -> Result<Value, Error> {
         let (v, at) = self.inner.finish();
-        Ok(self.outer.object(at.interner, self.key, v))
+        Ok(Value::Object(self.outer.object(at.interner, vec![(self.key, v)])))
     }
 }
 
@@ -462,6 +395,15 @@ impl ser::SerializeStructVariant for VariantEncoder<MapEncoder<'_>> {
 /// characters as they are, integers, finite floats and booleans as their text, unit variants by
 /// name; anything else is an error.
 struct KeyEncoder;
+
+/// Key serializer methods that write the key's `Display` text (as `serde_json` does for these).
+macro_rules! key_as_text {
+    ($($method:ident: $ty:ty),* $(,)?) => {$(
+        fn $method(self, v: $ty) -> Result<String, Error> {
+            Ok(v.to_string())
+        }
+    )*};
+}
 
 fn key_must_be_a_string() -> Error {
     ser::Error::custom("key must be a string")
@@ -478,39 +420,20 @@ impl ser::Serializer for KeyEncoder {
     type SerializeStruct = ser::Impossible<String, Error>;
     type SerializeStructVariant = ser::Impossible<String, Error>;
 
-    fn serialize_bool(self, v: bool) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_i8(self, v: i8) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_i16(self, v: i16) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_i32(self, v: i32) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_i64(self, v: i64) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_i128(self, v: i128) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_u8(self, v: u8) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_u16(self, v: u16) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_u32(self, v: u32) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_u64(self, v: u64) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
-    fn serialize_u128(self, v: u128) -> Result<String, Error> {
-        Ok(v.to_string())
-    }
+    key_as_text!(
+        serialize_bool: bool,
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_i128: i128,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64,
+        serialize_u128: u128,
+        serialize_char: char,
+    );
     fn serialize_f32(self, v: f32) -> Result<String, Error> {
         self.serialize_f64(v.into())
     }
@@ -521,9 +444,6 @@ impl ser::Serializer for KeyEncoder {
         } else {
             Err(ser::Error::custom("float key must be finite"))
         }
-    }
-    fn serialize_char(self, v: char) -> Result<String, Error> {
-        Ok(v.to_string())
     }
     fn serialize_str(self, v: &str) -> Result<String, Error> {
         Ok(v.to_owned())
@@ -617,7 +537,7 @@ mod tests {
     use serde::Serialize;
 
     use super::*;
-    use crate::decode::{decode_object, decode_value};
+    use crate::decode::{MAX_DEPTH, decode_object, decode_value};
 
     /// `value` encoded directly and through JSON text, with one interner.
     fn both<T: Serialize>(value: &T) -> (Value, Value) {
