@@ -573,7 +573,7 @@ mod tests {
         name: Wrapper,
         maybe: Option<u16>,
         nothing: Option<u16>,
-        #[serde(with = "serde_bytes_as_seq")]
+        #[serde(with = "as_bytes")]
         bytes: Vec<u8>,
         shapes: Vec<Shape>,
         by_number: BTreeMap<i32, &'static str>,
@@ -582,7 +582,8 @@ mod tests {
         tuple: (u8, &'static str),
     }
 
-    mod serde_bytes_as_seq {
+    /// Serializes a `Vec<u8>` with `serialize_bytes` (serde derives it as a sequence).
+    mod as_bytes {
         pub(super) fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
             s.serialize_bytes(v)
         }
@@ -638,27 +639,17 @@ mod tests {
 
     #[test]
     fn float_keys_are_written_as_serde_json_writes_them() {
-        #[derive(Serialize)]
-        struct F(#[serde(serialize_with = "float_keys")] ());
-        fn float_keys<S: serde::Serializer>(_: &(), s: S) -> Result<S::Ok, S::Error> {
-            use serde::ser::SerializeMap;
-            let mut m = s.serialize_map(Some(2))?;
-            m.serialize_entry(&1.5f64, &1)?;
-            m.serialize_entry(&1e21f64, &2)?;
-            m.end()
+        /// A map from each float to its position (a std map cannot key by floats).
+        struct FloatKeys(&'static [f64]);
+        impl Serialize for FloatKeys {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_map(self.0.iter().enumerate().map(|(i, k)| (k, i)))
+            }
         }
-        let (direct, decoded) = both(&F(()));
+        let (direct, decoded) = both(&FloatKeys(&[1.5, 1e21]));
         assert_eq!(direct, decoded);
         let mut interner = Interner::new();
-        #[derive(Serialize)]
-        struct Nan(#[serde(serialize_with = "nan_key")] ());
-        fn nan_key<S: serde::Serializer>(_: &(), s: S) -> Result<S::Ok, S::Error> {
-            use serde::ser::SerializeMap;
-            let mut m = s.serialize_map(Some(1))?;
-            m.serialize_entry(&f64::NAN, &1)?;
-            m.end()
-        }
-        assert!(encode_value(&mut interner, &Nan(())).is_err());
+        assert!(encode_value(&mut interner, &FloatKeys(&[f64::NAN])).is_err());
     }
 
     #[test]
