@@ -305,8 +305,8 @@ pub struct MapEncoder<'i> {
 }
 
 impl<'i> MapEncoder<'i> {
-    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
-        let k = self.at.interner.key(key);
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+        let k = self.at.interner.static_key(key);
         let member = self.at.at.member(key);
         let v = value.serialize(self.at.child(member))?;
         self.entries.push((k, v));

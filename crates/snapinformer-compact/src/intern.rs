@@ -12,8 +12,20 @@ use hashbrown::HashTable;
 
 use crate::value::{Array, Key, Object, Str, Value, dedup_keys};
 
+/// Slots in the cache of keys given as `&'static str` (struct field names).
+const STATIC_KEYS: usize = 512;
+
 /// Shards per table: a sweep visits one shard, so its pause is a 1/256th of the table.
 const SHARDS: usize = 256;
+
+/// The shard a hash belongs to: bits 32-39 of it. Each shard's `HashTable` takes its bucket
+/// from the hash's low bits and its one-byte tag (the filter it compares sixteen slots with at
+/// once) from the top seven, so the shard must come from neither: taken from the top byte, as
+/// it once was, every entry of a shard had the same tag, and every lookup compared the key
+/// with each entry of its probe group, one cache miss apiece.
+fn shard_of(hash: u64) -> usize {
+    (hash >> 32) as usize % SHARDS
+}
 /// A shard is swept when it has grown by a quarter since its last sweep...
 const GROWTH_NUM: usize = 5;
 const GROWTH_DEN: usize = 4;
@@ -60,7 +72,7 @@ impl<T> Table<T> {
     where
         T: Clone,
     {
-        let shard = &mut self.shards[(hash >> 56) as usize % SHARDS];
+        let shard = &mut self.shards[shard_of(hash)];
         if let Some(found) = shard.table.find(hash, |x| eq(x, &key)) {
             stats.hits += 1;
             return found.clone();
@@ -162,6 +174,10 @@ pub struct Interner {
     arrays: Table<Arc<[Value]>>,
     objects: Table<Arc<[(Key, Value)]>>,
     labels: Table<Arc<BTreeMap<String, String>>>,
+    /// Keys by the address and length of a `&'static str` (the field names a `Serialize`
+    /// struct gives the encoder): direct-mapped, a slot replaced on collision. A hit costs no
+    /// hashing of the text and no comparing it with the table's copy.
+    static_keys: Box<[Option<(usize, usize, Key)>]>,
     counters: Counters,
 }
 
@@ -219,7 +235,7 @@ fn same_value(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::String(x), Value::String(y)) => match (x.arc(), y.arc()) {
             (Some(x), Some(y)) => Arc::ptr_eq(x, y),
-            (None, None) => x.as_str() == y.as_str(),
+            (None, None) => x.as_bytes() == y.as_bytes(),
             _ => false,
         },
         (Value::Array(x), Value::Array(y)) => x.ptr_eq(y),
@@ -261,6 +277,7 @@ impl Interner {
             arrays: Table::new(),
             objects: Table::new(),
             labels: Table::new(),
+            static_keys: vec![None; STATIC_KEYS].into_boxed_slice(),
             counters: Counters::default(),
         }
     }
@@ -295,6 +312,22 @@ impl Interner {
     /// An object key (always interned).
     pub fn key(&mut self, s: &str) -> Key {
         self.shared_str(s)
+    }
+
+    /// An object key given as a `&'static str`: the same key as [`key`](Interner::key), found
+    /// by the text's address when it was seen before.
+    pub(crate) fn static_key(&mut self, s: &'static str) -> Key {
+        let (addr, len) = (s.as_ptr() as usize, s.len());
+        let slot = ((addr >> 3) ^ (addr >> 12) ^ len) % STATIC_KEYS;
+        if let Some((a, l, key)) = &self.static_keys[slot]
+            && (*a, *l) == (addr, len)
+        {
+            self.counters.hits += 1;
+            return key.clone();
+        }
+        let key = self.key(s);
+        self.static_keys[slot] = Some((addr, len, key.clone()));
+        key
     }
 
     /// An interned array of already interned values.
@@ -355,6 +388,7 @@ impl Interner {
     /// dropped node releases its children). Returns the number dropped. Sweeping also happens
     /// incrementally during interning; this is for tests and quiet moments.
     pub fn sweep(&mut self) -> usize {
+        self.static_keys.fill(None);
         let state = self.state.clone();
         let mut total = 0;
         loop {
@@ -404,6 +438,42 @@ mod tests {
         assert_eq!(i.stats().entries(), 4);
         drop((a, b, k, o1, o2, arr));
         assert_eq!(i.sweep(), 4);
+        assert_eq!(i.stats().entries(), 0);
+    }
+
+    #[test]
+    fn hashes_of_one_shard_keep_varied_tags_and_buckets() {
+        // hashbrown's tag is the hash's top seven bits and its bucket the low bits: within one
+        // shard both must still vary, or the table's filter and spread are lost.
+        let state = FixedState::with_seed(1);
+        let in_shard_0: Vec<u64> =
+            (0u64..200_000).map(|i| state.hash_one(i)).filter(|&h| shard_of(h) == 0).collect();
+        assert!(in_shard_0.len() > 500, "{} hashes in shard 0", in_shard_0.len());
+        let tags: std::collections::HashSet<u64> = in_shard_0.iter().map(|h| h >> 57).collect();
+        let buckets: std::collections::HashSet<u64> = in_shard_0.iter().map(|h| h & 0xff).collect();
+        assert!(tags.len() > 100, "{} distinct tags of 128", tags.len());
+        assert!(buckets.len() > 200, "{} distinct low bytes of 256", buckets.len());
+    }
+
+    #[test]
+    fn static_keys_are_the_keys_of_their_text_even_when_slots_collide() {
+        let mut i = Interner::new();
+        // More texts than slots, so that slots are shared and replaced.
+        let texts: Vec<&'static str> = (0..4 * STATIC_KEYS)
+            .map(|n| &*Box::leak(format!("field{n}").into_boxed_str()))
+            .collect();
+        for _ in 0..2 {
+            for t in &texts {
+                let k = i.static_key(t);
+                assert_eq!(&*k, *t);
+                assert!(Arc::ptr_eq(&k, &i.key(t)), "`{t}` is the interned key");
+            }
+        }
+        // The cache holds keys (those it evicted went at incremental sweeps) until a full sweep.
+        let cached = i.static_keys.iter().flatten().count();
+        assert!(cached > STATIC_KEYS / 2, "{cached} slots in use");
+        assert!(i.stats().entries() >= cached);
+        assert!(i.sweep() >= cached);
         assert_eq!(i.stats().entries(), 0);
     }
 

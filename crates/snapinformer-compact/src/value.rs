@@ -53,6 +53,15 @@ impl Str {
         }
     }
 
+    /// The text's bytes, without the UTF-8 check [`as_str`](Str::as_str) makes on an inline
+    /// string (for hashing and comparing in the interner).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            StrRepr::Inline { len, buf } => &buf[..usize::from(*len)],
+            StrRepr::Shared(s) => s.as_bytes(),
+        }
+    }
+
     /// The shared allocation, if the string is not inline.
     pub(crate) fn arc(&self) -> Option<&Arc<str>> {
         match &self.0 {
