@@ -63,6 +63,23 @@ impl Place {
     pub(crate) fn object(self, interner: &mut Interner, entries: Vec<(Key, Value)>) -> Object {
         if self.unique() { Object::new(entries) } else { interner.object(entries) }
     }
+
+    /// Called where a value at this place starts: at the root, nothing is under construction.
+    pub(crate) fn start(self, interner: &mut Interner) {
+        if self.depth == 0 {
+            interner.start_value();
+        }
+    }
+
+    /// The array at this place of the elements pushed on `interner` since `mark`.
+    pub(crate) fn finish_array(self, interner: &mut Interner, mark: usize) -> Array {
+        interner.finish_array(mark, !self.unique())
+    }
+
+    /// The object at this place of the entries pushed on `interner` since `mark`.
+    pub(crate) fn finish_object(self, interner: &mut Interner, mark: usize) -> Object {
+        interner.finish_object(mark, !self.unique())
+    }
 }
 
 /// Decodes one JSON value through an [`Interner`].
@@ -98,6 +115,7 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
         if self.at.too_deep() {
             return Err(de::Error::custom("value nested too deeply"));
         }
+        self.at.start(self.interner);
         d.deserialize_any(self)
     }
 }
@@ -133,22 +151,21 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
         Ok(Value::String(self.interner.str(v)))
     }
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        let mark = self.interner.items_mark();
         let element = self.at.element();
         while let Some(v) = seq.next_element_seed(self.child(element))? {
-            items.push(v);
+            self.interner.push_item(v);
         }
-        Ok(Value::Array(self.at.array(self.interner, items)))
+        Ok(Value::Array(self.at.finish_array(self.interner, mark)))
     }
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
-        let mut entries: Vec<(Key, Value)> =
-            Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+        let mark = self.interner.entries_mark();
         while let Some(k) = map.next_key_seed(KeySeed(self.interner))? {
             let member = self.at.member(&k);
             let v = map.next_value_seed(self.child(member))?;
-            entries.push((k, v));
+            self.interner.push_entry(k, v);
         }
-        Ok(Value::Object(self.at.object(self.interner, entries)))
+        Ok(Value::Object(self.at.finish_object(self.interner, mark)))
     }
 }
 

@@ -48,10 +48,11 @@ impl<'i> ValueSerializer<'i> {
         ValueSerializer { interner: self.interner, at }
     }
 
-    fn enter(&self) -> Result<(), Error> {
+    fn enter(&mut self) -> Result<(), Error> {
         if self.at.too_deep() {
             return Err(ser::Error::custom("value nested too deeply"));
         }
+        self.at.start(self.interner);
         Ok(())
     }
 
@@ -70,7 +71,7 @@ impl<'i> ValueSerializer<'i> {
     /// The encoder of an enum variant's data, `{variant: ...}`: the interner goes to the inner
     /// encoder `inner` makes for the value under `variant`, and comes back when it finishes.
     fn into_variant<E>(
-        self,
+        mut self,
         variant: &'static str,
         inner: impl FnOnce(ValueSerializer<'i>) -> Result<E, Error>,
     ) -> Result<VariantEncoder<E>, Error> {
@@ -164,7 +165,7 @@ impl<'i> ser::Serializer for ValueSerializer<'i> {
     fn serialize_str(self, v: &str) -> Result<Value, Error> {
         Ok(Value::String(self.interner.str(v)))
     }
-    fn serialize_bytes(self, v: &[u8]) -> Result<Value, Error> {
+    fn serialize_bytes(mut self, v: &[u8]) -> Result<Value, Error> {
         // serde_json writes bytes as an array of numbers.
         self.enter()?;
         let items = v.iter().map(|&b| Value::U64(b.into())).collect();
@@ -206,9 +207,9 @@ impl<'i> ser::Serializer for ValueSerializer<'i> {
     ) -> Result<Value, Error> {
         self.variant(variant, |s| value.serialize(s))
     }
-    fn serialize_seq(self, len: Option<usize>) -> Result<SeqEncoder<'i>, Error> {
+    fn serialize_seq(mut self, _len: Option<usize>) -> Result<SeqEncoder<'i>, Error> {
         self.enter()?;
-        Ok(SeqEncoder { items: Vec::with_capacity(len.unwrap_or(0).min(64)), at: self })
+        Ok(SeqEncoder { mark: self.interner.items_mark(), at: self })
     }
     fn serialize_tuple(self, len: usize) -> Result<SeqEncoder<'i>, Error> {
         self.serialize_seq(Some(len))
@@ -229,13 +230,9 @@ impl<'i> ser::Serializer for ValueSerializer<'i> {
     ) -> Result<VariantEncoder<SeqEncoder<'i>>, Error> {
         self.into_variant(variant, |s| s.serialize_seq(Some(len)))
     }
-    fn serialize_map(self, len: Option<usize>) -> Result<MapEncoder<'i>, Error> {
+    fn serialize_map(mut self, _len: Option<usize>) -> Result<MapEncoder<'i>, Error> {
         self.enter()?;
-        Ok(MapEncoder {
-            entries: Vec::with_capacity(len.unwrap_or(0).min(64)),
-            key: None,
-            at: self,
-        })
+        Ok(MapEncoder { mark: self.interner.entries_mark(), key: None, at: self })
     }
     fn serialize_struct(self, _name: &'static str, len: usize) -> Result<MapEncoder<'i>, Error> {
         self.serialize_map(Some(len))
@@ -254,21 +251,23 @@ impl<'i> ser::Serializer for ValueSerializer<'i> {
     }
 }
 
-/// Builds an array from the elements it is given.
+/// Builds an array from the elements it is given (kept on the interner's stack of elements
+/// until the end).
 pub struct SeqEncoder<'i> {
     at: ValueSerializer<'i>,
-    items: Vec<Value>,
+    /// Where this array's elements start on the stack.
+    mark: usize,
 }
 
 impl<'i> SeqEncoder<'i> {
     fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         let element = self.at.at.element();
         let v = value.serialize(self.at.child(element))?;
-        self.items.push(v);
+        self.at.interner.push_item(v);
         Ok(())
     }
     fn finish(self) -> (Value, ValueSerializer<'i>) {
-        let v = Value::Array(self.at.at.array(self.at.interner, self.items));
+        let v = Value::Array(self.at.at.finish_array(self.at.interner, self.mark));
         (v, self.at)
     }
 }
@@ -296,10 +295,12 @@ seq_encoder!(
     SerializeTupleStruct::serialize_field,
 );
 
-/// Builds an object from the entries (or struct fields) it is given.
+/// Builds an object from the entries (or struct fields) it is given (kept on the interner's
+/// stack of entries until the end).
 pub struct MapEncoder<'i> {
     at: ValueSerializer<'i>,
-    entries: Vec<(Key, Value)>,
+    /// Where this object's entries start on the stack.
+    mark: usize,
     /// The key given by `serialize_key`, waiting for its value.
     key: Option<Key>,
 }
@@ -309,11 +310,11 @@ impl<'i> MapEncoder<'i> {
         let k = self.at.interner.static_key(key);
         let member = self.at.at.member(key);
         let v = value.serialize(self.at.child(member))?;
-        self.entries.push((k, v));
+        self.at.interner.push_entry(k, v);
         Ok(())
     }
     fn finish(self) -> (Value, ValueSerializer<'i>) {
-        let v = Value::Object(self.at.at.object(self.at.interner, self.entries));
+        let v = Value::Object(self.at.at.finish_object(self.at.interner, self.mark));
         (v, self.at)
     }
 }
@@ -332,7 +333,7 @@ impl ser::SerializeMap for MapEncoder<'_> {
         };
         let member = self.at.at.member(&k);
         let v = value.serialize(self.at.child(member))?;
-        self.entries.push((k, v));
+        self.at.interner.push_entry(k, v);
         Ok(())
     }
     fn end(self) -> Result<Value, Error> {
@@ -538,6 +539,33 @@ mod tests {
 
     use super::*;
     use crate::decode::{MAX_DEPTH, decode_object, decode_value};
+
+    #[test]
+    fn a_value_that_fails_half_way_holds_nothing_once_the_next_one_starts() {
+        const LONG: &str = "registry.example.com/team/app:1.2.3-long";
+        struct Refused;
+        impl Serialize for Refused {
+            fn serialize<S: ser::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+                Err(ser::Error::custom("refused"))
+            }
+        }
+        let mut i = Interner::new();
+        let held = i.str(LONG);
+        let count = || std::sync::Arc::strong_count(held.arc().expect("a long string is shared"));
+
+        // Two elements are on the stack when the third fails.
+        assert!(encode_value(&mut i, &(LONG, LONG, Refused)).is_err());
+        assert_eq!((i.items_mark(), count()), (2, 4));
+        let next = encode_value(&mut i, &[1, 2]).expect("encodes");
+        assert_eq!((i.items_mark(), i.entries_mark(), count()), (0, 0, 2));
+        drop(next);
+
+        let cut = format!(r#"{{"b": 1, "a": ["{LONG}", "{LONG}", tru"#);
+        assert!(decode_value(&mut i, cut.as_bytes()).is_err(), "the JSON is cut off");
+        assert_eq!((i.items_mark(), i.entries_mark(), count()), (2, 1, 4));
+        decode_object(&mut i, b"{}").expect("decodes");
+        assert_eq!((i.items_mark(), i.entries_mark(), count()), (0, 0, 2));
+    }
 
     /// `value` encoded directly and through JSON text, with one interner.
     fn both<T: Serialize>(value: &T) -> (Value, Value) {

@@ -10,7 +10,7 @@ use std::{
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 
-use crate::value::{Array, Key, Object, Str, Value, dedup_keys};
+use crate::value::{Array, Key, Object, Str, Value, dedup_keys, keys_distinct};
 
 /// Slots in the cache of keys given as `&'static str` (struct field names).
 const STATIC_KEYS: usize = 512;
@@ -178,6 +178,12 @@ pub struct Interner {
     /// struct gives the encoder): direct-mapped, a slot replaced on collision. A hit costs no
     /// hashing of the text and no comparing it with the table's copy.
     static_keys: Box<[Option<(usize, usize, Key)>]>,
+    /// The elements of the arrays being built, innermost last: the decoder and the encoder push
+    /// each element here and take an array's off the top when it ends, so that building a node
+    /// allocates nothing when an equal one is already interned.
+    items: Vec<Value>,
+    /// The same for the entries of the objects being built.
+    entries: Vec<(Key, Value)>,
     counters: Counters,
 }
 
@@ -278,6 +284,8 @@ impl Interner {
             objects: Table::new(),
             labels: Table::new(),
             static_keys: vec![None; STATIC_KEYS].into_boxed_slice(),
+            items: Vec::new(),
+            entries: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -368,6 +376,88 @@ impl Interner {
         Object(arc)
     }
 
+    /// Forgets the nodes under construction: called where a whole value starts, when none can
+    /// be (what is left is from a decode or encode that failed half-way).
+    pub(crate) fn start_value(&mut self) {
+        self.items.clear();
+        self.entries.clear();
+    }
+
+    /// Where the elements of an array begun now will start.
+    pub(crate) fn items_mark(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Adds an element to the innermost array being built.
+    pub(crate) fn push_item(&mut self, v: Value) {
+        self.items.push(v);
+    }
+
+    /// The array of the elements pushed since `mark` (taken off the stack): interned, or a new
+    /// unshared one.
+    pub(crate) fn finish_array(&mut self, mark: usize, interned: bool) -> Array {
+        if !interned {
+            return Array(self.items.drain(mark..).collect());
+        }
+        let state = self.state.clone();
+        let items = &self.items[mark..];
+        let hash = hash_items(&state, items);
+        let arc = self.arrays.intern(
+            hash,
+            items,
+            |x, items| {
+                x.len() == items.len() && x.iter().zip(*items).all(|(a, b)| same_value(a, b))
+            },
+            Arc::from,
+            |x| hash_items(&state, x),
+            Arc::strong_count,
+            &mut self.counters,
+        );
+        self.items.truncate(mark);
+        Array(arc)
+    }
+
+    /// Where the entries of an object begun now will start.
+    pub(crate) fn entries_mark(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Adds an entry to the innermost object being built.
+    pub(crate) fn push_entry(&mut self, k: Key, v: Value) {
+        self.entries.push((k, v));
+    }
+
+    /// The object of the entries pushed since `mark` (taken off the stack; later duplicate
+    /// keys win): interned, or a new unshared one.
+    pub(crate) fn finish_object(&mut self, mark: usize, interned: bool) -> Object {
+        if !keys_distinct(&self.entries[mark..]) {
+            let entries: Vec<(Key, Value)> = self.entries.drain(mark..).collect();
+            return if interned { self.object(entries) } else { Object::new(entries) };
+        }
+        if !interned {
+            return Object(self.entries.drain(mark..).collect());
+        }
+        let state = self.state.clone();
+        let entries = &self.entries[mark..];
+        let hash = hash_entries(&state, entries);
+        let arc = self.objects.intern(
+            hash,
+            entries,
+            |x, e| {
+                x.len() == e.len()
+                    && x.iter()
+                        .zip(*e)
+                        .all(|((ka, va), (kb, vb))| Arc::ptr_eq(ka, kb) && same_value(va, vb))
+            },
+            Arc::from,
+            |x| hash_entries(&state, x),
+            Arc::strong_count,
+            &mut self.counters,
+        );
+        self.entries.truncate(mark);
+        Object(arc)
+    }
+
     /// An interned label map (the hot copy [`CompactPod`](crate::CompactPod) keeps for
     /// selectors and label indexes).
     pub fn labels(&mut self, map: BTreeMap<String, String>) -> Arc<BTreeMap<String, String>> {
@@ -389,6 +479,7 @@ impl Interner {
     /// incrementally during interning; this is for tests and quiet moments.
     pub fn sweep(&mut self) -> usize {
         self.static_keys.fill(None);
+        self.start_value();
         let state = self.state.clone();
         let mut total = 0;
         loop {

@@ -189,18 +189,21 @@ impl Object {
     }
 }
 
-/// Keeps the last entry of every key, at the position of its first occurrence.
-pub(crate) fn dedup_keys(mut entries: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
+/// Whether no key appears twice in `entries`.
+pub(crate) fn keys_distinct(entries: &[(Key, Value)]) -> bool {
     if entries.len() < 2 {
-        return entries;
-    }
-    let distinct = if entries.len() <= 16 {
+        true
+    } else if entries.len() <= 16 {
         entries.iter().enumerate().all(|(i, (k, _))| entries[..i].iter().all(|(j, _)| j != k))
     } else {
         let mut seen = std::collections::HashSet::with_capacity(entries.len());
         entries.iter().all(|(k, _)| seen.insert(k.clone()))
-    };
-    if distinct {
+    }
+}
+
+/// Keeps the last entry of every key, at the position of its first occurrence.
+pub(crate) fn dedup_keys(mut entries: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
+    if keys_distinct(&entries) {
         return entries;
     }
     let mut out: Vec<(Key, Value)> = Vec::with_capacity(entries.len());
