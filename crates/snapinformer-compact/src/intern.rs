@@ -340,40 +340,16 @@ impl Interner {
 
     /// An interned array of already interned values.
     pub fn array(&mut self, items: Vec<Value>) -> Array {
-        let state = self.state.clone();
-        let hash = hash_items(&state, &items);
-        let arc = self.arrays.intern(
-            hash,
-            items,
-            |x, items| x.len() == items.len() && x.iter().zip(items).all(|(a, b)| same_value(a, b)),
-            Arc::from,
-            |x| hash_items(&state, x),
-            Arc::strong_count,
-            &mut self.counters,
-        );
-        Array(arc)
+        let mark = self.items.len();
+        self.items.extend(items);
+        self.finish_array(mark, true)
     }
 
     /// An interned object of already interned keys and values (later duplicate keys win).
     pub fn object(&mut self, entries: Vec<(Key, Value)>) -> Object {
-        let entries = dedup_keys(entries);
-        let state = self.state.clone();
-        let hash = hash_entries(&state, &entries);
-        let arc = self.objects.intern(
-            hash,
-            entries,
-            |x, e| {
-                x.len() == e.len()
-                    && x.iter()
-                        .zip(e)
-                        .all(|((ka, va), (kb, vb))| Arc::ptr_eq(ka, kb) && same_value(va, vb))
-            },
-            Arc::from,
-            |x| hash_entries(&state, x),
-            Arc::strong_count,
-            &mut self.counters,
-        );
-        Object(arc)
+        let mark = self.entries.len();
+        self.entries.extend(entries);
+        self.finish_object(mark, true)
     }
 
     /// Forgets the nodes under construction: called where a whole value starts, when none can
@@ -431,8 +407,8 @@ impl Interner {
     /// keys win): interned, or a new unshared one.
     pub(crate) fn finish_object(&mut self, mark: usize, interned: bool) -> Object {
         if !keys_distinct(&self.entries[mark..]) {
-            let entries: Vec<(Key, Value)> = self.entries.drain(mark..).collect();
-            return if interned { self.object(entries) } else { Object::new(entries) };
+            let entries = dedup_keys(self.entries.drain(mark..).collect());
+            self.entries.extend(entries);
         }
         if !interned {
             return Object(self.entries.drain(mark..).collect());

@@ -21,19 +21,29 @@
 
 use std::hint::black_box;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{
+    BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
+};
 use k8s_openapi::api::core::v1::Pod;
 use snapinformer_compact::{CompactPod, Interner};
 use snapinformer_sim::pods::{self, Shape};
 
 const PODS: usize = 200_000;
 
-fn pod_update(c: &mut Criterion) {
+/// What a group works on: an interner holding the pods of `held` (with the pods themselves), a
+/// maker of updated typed pods, and the JSON of 1,000 of them.
+struct Setup {
+    interner: Interner,
+    /// Kept (never read) so that the held pods' nodes stay live while the group runs.
+    _held: Vec<CompactPod>,
+    make: Box<dyn FnMut() -> Pod>,
+    json: Vec<Vec<u8>>,
+}
+
+fn setup(held: impl Iterator<Item = usize>) -> Setup {
     let shape = Shape::for_objects(PODS, 1000);
-    // The pods the interner holds in a run: one per set, so that every shared node is there.
     let mut interner = Interner::new();
-    let held: Vec<CompactPod> = (0..PODS)
-        .step_by(shape.per_owner.max(1))
+    let held: Vec<CompactPod> = held
         .map(|i| {
             let pod = pods::make_pod(&shape, i, 1, i % shape.nodes);
             CompactPod::from_pod(&pod, &mut interner).expect("pods encode")
@@ -44,68 +54,57 @@ fn pod_update(c: &mut Criterion) {
         next = (next + 7919) % PODS;
         pods::make_pod(&shape, next, 2_000_000 + next as u64, (next + 1) % shape.nodes)
     };
-    let json: Vec<Vec<u8>> =
+    let json =
         (0..1000).map(|_| serde_json::to_vec(&make()).expect("pods encode as JSON")).collect();
+    Setup { interner, _held: held, make: Box::new(make), json }
+}
+
+/// The two figures both groups take: building and encoding a pod, and decoding its JSON, into
+/// compact form through the setup's interner.
+fn compact_figures(g: &mut BenchmarkGroup<'_, WallTime>, s: &mut Setup) {
+    let Setup { interner, make, json, .. } = s;
+    g.bench_function("compact_direct", |b| {
+        b.iter(|| black_box(CompactPod::from_pod(&make(), interner).expect("pods encode")))
+    });
+    let mut at = 0usize;
+    g.bench_function("decode_compact_json", |b| {
+        b.iter(|| {
+            at = (at + 1) % json.len();
+            black_box(CompactPod::decode(interner, &json[at]).expect("pods decode"))
+        })
+    });
+}
+
+fn pod_update(c: &mut Criterion) {
+    // The pods the interner holds in a run: one per set, so that every shared node is there.
+    let per_owner = Shape::for_objects(PODS, 1000).per_owner.max(1);
+    let mut s = setup((0..PODS).step_by(per_owner));
 
     let mut g = c.benchmark_group("pod_update");
-    g.bench_function("build_typed", |b| b.iter(|| black_box(make())));
-    g.bench_function("compact_direct", |b| {
-        b.iter(|| black_box(CompactPod::from_pod(&make(), &mut interner).expect("pods encode")))
-    });
+    g.bench_function("build_typed", |b| b.iter(|| black_box((s.make)())));
     g.bench_function("compact_via_json", |b| {
         b.iter(|| {
-            let text = serde_json::to_vec(&make()).expect("pods encode as JSON");
-            black_box(CompactPod::decode(&mut interner, &text).expect("their JSON decodes"))
+            let text = serde_json::to_vec(&(s.make)()).expect("pods encode as JSON");
+            black_box(CompactPod::decode(&mut s.interner, &text).expect("their JSON decodes"))
         })
     });
     let mut at = 0usize;
     g.bench_function("decode_typed_json", |b| {
         b.iter(|| {
-            at = (at + 1) % json.len();
-            black_box(serde_json::from_slice::<Pod>(&json[at]).expect("pods decode"))
+            at = (at + 1) % s.json.len();
+            black_box(serde_json::from_slice::<Pod>(&s.json[at]).expect("pods decode"))
         })
     });
-    g.bench_function("decode_compact_json", |b| {
-        b.iter(|| {
-            at = (at + 1) % json.len();
-            black_box(CompactPod::decode(&mut interner, &json[at]).expect("pods decode"))
-        })
-    });
+    compact_figures(&mut g, &mut s);
     g.finish();
-    drop(held);
 }
 
 fn pod_update_all_held(c: &mut Criterion) {
-    let shape = Shape::for_objects(PODS, 1000);
-    let mut interner = Interner::new();
-    let held: Vec<CompactPod> = (0..PODS)
-        .map(|i| {
-            let pod = pods::make_pod(&shape, i, 1, i % shape.nodes);
-            CompactPod::from_pod(&pod, &mut interner).expect("pods encode")
-        })
-        .collect();
-    eprintln!("interner holding all {PODS} pods: {:?}", interner.stats());
-    let mut next = 0usize;
-    let mut make = move || {
-        next = (next + 7919) % PODS;
-        pods::make_pod(&shape, next, 2_000_000 + next as u64, (next + 1) % shape.nodes)
-    };
-    let json: Vec<Vec<u8>> =
-        (0..1000).map(|_| serde_json::to_vec(&make()).expect("pods encode as JSON")).collect();
-
+    let mut s = setup(0..PODS);
+    eprintln!("interner holding all {PODS} pods: {:?}", s.interner.stats());
     let mut g = c.benchmark_group("pod_update_all_held");
-    g.bench_function("compact_direct", |b| {
-        b.iter(|| black_box(CompactPod::from_pod(&make(), &mut interner).expect("pods encode")))
-    });
-    let mut at = 0usize;
-    g.bench_function("decode_compact_json", |b| {
-        b.iter(|| {
-            at = (at + 1) % json.len();
-            black_box(CompactPod::decode(&mut interner, &json[at]).expect("pods decode"))
-        })
-    });
+    compact_figures(&mut g, &mut s);
     g.finish();
-    drop(held);
 }
 
 criterion_group!(benches, pod_update, pod_update_all_held);
