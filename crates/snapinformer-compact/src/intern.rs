@@ -18,6 +18,12 @@ const STATIC_KEYS: usize = 512;
 /// Shards per table: a sweep visits one shard, so its pause is a 1/256th of the table.
 const SHARDS: usize = 256;
 
+/// A shard is swept when it has grown by a quarter since its last sweep...
+const GROWTH_NUM: usize = 5;
+const GROWTH_DEN: usize = 4;
+/// ... and holds at least this many entries.
+const MIN_SWEEP: usize = 8;
+
 /// The shard a hash belongs to: bits 32-39 of it. Each shard's `HashTable` takes its bucket
 /// from the hash's low bits and its one-byte tag (the filter it compares sixteen slots with at
 /// once) from the top seven, so the shard must come from neither: taken from the top byte, as
@@ -26,11 +32,6 @@ const SHARDS: usize = 256;
 fn shard_of(hash: u64) -> usize {
     (hash >> 32) as usize % SHARDS
 }
-/// A shard is swept when it has grown by a quarter since its last sweep...
-const GROWTH_NUM: usize = 5;
-const GROWTH_DEN: usize = 4;
-/// ... and holds at least this many entries.
-const MIN_SWEEP: usize = 8;
 
 /// One kind of interned node (strings, arrays, objects, label maps), split into shards.
 struct Table<T> {

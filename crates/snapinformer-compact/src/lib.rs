@@ -43,7 +43,7 @@
 //!   beside this crate's manifest has the figures for both cases).
 //! - Decoding: one hash-table lookup per key, string over 22 bytes, array and object (about
 //!   240 for a realistic pod; with 200,000 pods held, each costs a few cache misses, about
-//!   30 µs a pod in all). Nodes are built on the interner's own stacks, so one equal to a node
+//!   40 µs a pod in all on the project machine). Nodes are built on the interner's own stacks, so one equal to a node
 //!   already interned allocates nothing. Sweeps are amortised over insertions and pause one
 //!   shard (a 1/256th of a table) at a time. Decoding holds the interner's lock for one object
 //!   at a time.
