@@ -54,14 +54,20 @@ impl Place {
         self.depth < self.unique_depth || (self.depth == 1 && self.in_metadata)
     }
 
-    /// An array at this place: unshared, or interned.
+    /// An array at this place of `items`: unshared, or interned (as
+    /// [`Place::finish_array`]).
     pub(crate) fn array(self, interner: &mut Interner, items: Vec<Value>) -> Array {
-        if self.unique() { Array::new(items) } else { interner.array(items) }
+        let mark = interner.items_mark();
+        items.into_iter().for_each(|v| interner.push_item(v));
+        self.finish_array(interner, mark)
     }
 
-    /// An object at this place: unshared, or interned.
+    /// An object at this place of `entries`: unshared, or interned (as
+    /// [`Place::finish_object`]).
     pub(crate) fn object(self, interner: &mut Interner, entries: Vec<(Key, Value)>) -> Object {
-        if self.unique() { Object::new(entries) } else { interner.object(entries) }
+        let mark = interner.entries_mark();
+        entries.into_iter().for_each(|(k, v)| interner.push_entry(k, v));
+        self.finish_object(interner, mark)
     }
 
     /// Called where a value at this place starts: at the root, nothing is under construction.
