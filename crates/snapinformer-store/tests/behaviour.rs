@@ -631,3 +631,87 @@ fn a_reclaimer_frees_a_burst_without_further_writes() {
     }
     assert!(weaks[299].upgrade().is_some(), "the published version stays");
 }
+
+/// Records the thread that dropped it.
+struct DropsOn(&'static str, DropLog);
+
+impl Drop for DropsOn {
+    fn drop(&mut self) {
+        self.1
+            .lock()
+            .unwrap()
+            .push((self.0.to_owned(), thread::current().name().map(str::to_owned)));
+    }
+}
+
+#[test]
+fn a_reclaim_handle_hands_garbage_of_another_type_to_the_stores_reclaimer_thread() {
+    let (w, _r) = StoreBuilder::new(access()).background_reclaim(true).build().unwrap();
+    let handle = w.reclaim_handle().expect("a store that reclaims in the background has a handle");
+    let log: DropLog = Arc::default();
+    // From another thread, as a handler's thread hands over what it has handled.
+    let h = handle.clone();
+    let l = log.clone();
+    thread::spawn(move || h.hand_over(vec![DropsOn("batch", l)], 1, 10)).join().unwrap();
+    common::wait_until("the batch dropped", || !log.lock().unwrap().is_empty());
+    assert_eq!(
+        *log.lock().unwrap(),
+        [("batch".to_owned(), Some("snapinformer-reclaim".to_owned()))],
+        "dropped on the store's reclaimer, not the caller's thread"
+    );
+    common::wait_until("the handle's backlog back to 0", || handle.backlog() == 0);
+    assert_eq!(handle.priority(), w.reclaim_priority().unwrap());
+}
+
+#[test]
+fn a_reclaim_handle_over_its_bound_drops_on_the_callers_thread() {
+    use snapinformer_store::{ReclaimPriority, Reclaimer};
+    let r: Reclaimer<DropsOn> = Reclaimer::start("bound-test", ReclaimPriority::Normal).unwrap();
+    let handle = r.handle();
+    let log: DropLog = Arc::default();
+    // Above the limit before anything is sent: dropped here.
+    let me = thread::current().name().map(str::to_owned);
+    handle.hand_over(DropsOn("too heavy", log.clone()), 5, 4);
+    assert_eq!(*log.lock().unwrap(), [("too heavy".to_owned(), me)]);
+    assert_eq!(handle.backlog(), 0, "nothing was counted for what was not handed over");
+    // The owner's backlog and the handle's are apart: the owner's full backlog does not make
+    // the handle drop inline.
+    handle.hand_over(DropsOn("light", log.clone()), 4, 4);
+    drop(r);
+    // Dropping the owner waited for what the handle had handed over.
+    let l = log.lock().unwrap();
+    assert_eq!(l.len(), 2, "{l:?}");
+    assert_eq!(l[1], ("light".to_owned(), Some("bound-test".to_owned())));
+}
+
+#[test]
+fn dropping_a_reclaimer_waits_for_everything_handed_over_and_leaves_the_thread_to_live_handles() {
+    use snapinformer_store::{ReclaimPriority, Reclaimer};
+    let log: DropLog = Arc::default();
+    let mut r: Reclaimer<DropsOn> =
+        Reclaimer::start("owner-test", ReclaimPriority::Normal).unwrap();
+    let handle = r.handle();
+    for i in 0..100 {
+        r.hand_over(DropsOn("own", log.clone()), 1, 1000);
+        if i % 10 == 0 {
+            handle.hand_over(DropsOn("handle's", log.clone()), 1, 1000);
+        }
+    }
+    // With a handle alive, the drop must neither wait for the thread to end (it cannot: the
+    // handle can still send) nor lose what was sent before it.
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        drop(r);
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the owner's drop returned with a handle alive");
+    assert_eq!(log.lock().unwrap().len(), 110, "everything sent before the drop was dropped");
+    // The thread still serves the handle.
+    handle.hand_over(DropsOn("after", log.clone()), 1, 1000);
+    common::wait_until("the handle's garbage dropped after the owner", || {
+        log.lock().unwrap().len() == 111
+    });
+    let l = log.lock().unwrap();
+    assert!(l.iter().all(|(_, t)| t.as_deref() == Some("owner-test")), "{l:?}");
+}
