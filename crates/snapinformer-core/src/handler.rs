@@ -14,7 +14,7 @@ use std::{
 };
 
 use prometheus_client::metrics::gauge::Gauge;
-use snapinformer_store::{Backend, RECLAIM_BACKLOG_MIN, ReclaimHandle, Snapshot};
+use snapinformer_store::{Backend, RECLAIM_BACKLOG_MIN, Reclaimer, Snapshot};
 use tokio::sync::watch;
 
 use crate::{delta::DeltaObject, freshness::Progress};
@@ -57,12 +57,11 @@ impl<T> Clone for Notification<T> {
 }
 
 /// Where handler threads send the notifications they have handled, so that they never free an
-/// object themselves: the store's reclaimer thread, through a handle of the informer's
-/// (present when the store frees in the background). One thread per informer so frees both
-/// what the store superseded and what the handlers held. Every handled notification goes
-/// there, not only those holding a last reference: the store may let an object go between
-/// such a check and the drop that follows it.
-pub(crate) type HandlerReclaimer = ReclaimHandle;
+/// object themselves: the informer's handler reclaimer (a thread that only drops what it is
+/// handed, at the store's reclaimer priority; present when the store frees in the background).
+/// Every handled notification goes there, not only those holding a last reference: the store's
+/// reclaimer may let an object go between such a check and the drop that follows it.
+pub(crate) type HandlerReclaimer<T> = Arc<Mutex<Reclaimer<Vec<Notification<T>>>>>;
 
 /// Notifications a handler thread collects before it hands them to the reclaimer: at most
 /// this many, and whatever it holds when its buffer runs empty.
@@ -384,7 +383,7 @@ pub(crate) fn spawn_handler<T, B, H>(
     depth: Gauge,
     shared: Arc<HandlerShared>,
     panic_delay: Duration,
-    reclaimer: Option<HandlerReclaimer>,
+    reclaimer: Option<HandlerReclaimer<T>>,
 ) -> std::io::Result<Arc<Buffer<T, B>>>
 where
     T: Send + Sync + 'static,
@@ -410,7 +409,7 @@ where
                 let weight = batch.len();
                 // Beyond the bound the batch is dropped here, as the store's writer frees
                 // inline when its reclaimer is that far behind.
-                reclaimer.hand_over(batch, weight, RECLAIM_BACKLOG_MIN);
+                crate::informer::lock(reclaimer).hand_over(batch, weight, RECLAIM_BACKLOG_MIN);
             }
         };
         while let Some((msg, more)) = buf.next() {

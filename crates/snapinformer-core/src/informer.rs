@@ -5,7 +5,7 @@ use std::{
     collections::HashSet,
     fmt,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc, Mutex, MutexGuard, OnceLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -13,7 +13,8 @@ use std::{
 
 use prometheus_client::registry::Registry;
 use snapinformer_store::{
-    Backend, Chunked, Indexers, ObjectAccess, Reader, Snapshot, StoreBuilder, Writer,
+    Backend, Chunked, Indexers, ObjectAccess, Reader, ReclaimPriority, Reclaimer, Snapshot,
+    StoreBuilder, Writer,
 };
 use tokio::{sync::watch, task::JoinHandle};
 
@@ -305,7 +306,7 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
     pub fn build(self) -> Result<Informer<T, B>> {
         let (writer, reader) = self.store.build()?;
         let access = writer.access();
-        let handler_reclaimer = writer.reclaim_handle();
+        let handler_reclaim = writer.reclaim_priority();
         let known: Arc<dyn KnownObjects<T>> = Arc::new(reader.clone());
         // The queue keys deltas with the store's key function, so both agree on every key.
         let options = crate::QueueOptions::new()
@@ -344,7 +345,8 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
             on_publish: self.on_publish,
             processing: self.processing,
             tasks: Mutex::new(Tasks::default()),
-            handler_reclaimer,
+            handler_reclaim,
+            handler_reclaimer: OnceLock::new(),
         });
         let closer = shared.clone();
         let on_drop = move || {
@@ -450,9 +452,33 @@ struct Shared<T: Send + Sync + 'static, B: Backend> {
     on_publish: Option<PublishHook<T>>,
     processing: Processing,
     tasks: Mutex<Tasks>,
-    /// A handle on the store's reclaimer thread, for the handler threads, when the store frees
-    /// in the background (`None`: it frees inline, and so do the handler threads).
-    handler_reclaimer: Option<HandlerReclaimer>,
+    /// The store's reclaimer priority when it frees in the background (`None`: it frees
+    /// inline, and so do the handler threads).
+    handler_reclaim: Option<ReclaimPriority>,
+    /// The handler threads' reclaimer, started with the first handler.
+    handler_reclaimer: OnceLock<Option<HandlerReclaimer<T>>>,
+}
+
+impl<T: Send + Sync + 'static, B: Backend> Shared<T, B> {
+    /// The reclaimer the handler threads hand their handled notifications to: started with the
+    /// first handler when the store frees in the background, at its reclaimer's priority.
+    /// Where the thread cannot start, handlers free what they hold themselves.
+    fn handler_reclaimer(&self) -> Option<HandlerReclaimer<T>> {
+        self.handler_reclaimer
+            .get_or_init(|| {
+                let priority = self.handler_reclaim?;
+                // Named apart from the store's `snapinformer-reclaim` in its first 15 bytes (all
+                // that Linux keeps), so that `top -H` and per-thread CPU tell the two apart.
+                match Reclaimer::start("snapinformer-handler-reclaim", priority) {
+                    Ok(r) => Some(Arc::new(Mutex::new(r))),
+                    Err(e) => {
+                        tracing::warn!(informer = %self.name, error = %e, "no reclaimer thread for the handlers; they free superseded objects themselves");
+                        None
+                    }
+                }
+            })
+            .clone()
+    }
 }
 
 impl<T: Send + Sync + 'static, B: Backend> Drop for Shared<T, B> {
@@ -815,7 +841,7 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
             depth.clone(),
             hshared.clone(),
             options.panic_delay,
-            self.shared.handler_reclaimer.clone(),
+            self.shared.handler_reclaimer(),
         )
         .map_err(Error::Thread)?;
         // The snapshot is taken under the distributor lock: every publication after it is

@@ -63,8 +63,8 @@
 //!   `snapinformer_handler_buffer_depth`. A late handler's replay is one message holding a
 //!   snapshot, whatever the store's size.
 //! - Handlers free nothing when the store reclaims in the background (its default): each
-//!   handler thread hands the notifications it has handled, in batches, to the store's
-//!   reclaimer thread (`snapinformer-reclaim`, one per informer), so the last reference to a
+//!   handler thread hands the notifications it has handled, in batches, to one reclaimer
+//!   thread per informer (`snapinformer-handler-reclaim`), so the last reference to a
 //!   superseded object is never dropped on a handler's thread (freeing a `k8s_openapi` pod
 //!   takes about 20 µs; in the `store` benchmark, runs in which the handler's thread paid it
 //!   applied a third to a half fewer updates a second than runs in which the store's

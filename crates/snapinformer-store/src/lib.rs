@@ -140,6 +140,6 @@ pub use error::{Error, Result};
 pub use index::{IndexFn, IndexValues, Indexers, NAMESPACE_INDEX};
 pub use keying::{BoxError, KeyFn, TransformFn, UserError};
 pub use object::{Object, ObjectAccess, OwnerUids, split_key};
-pub use reclaim::{RECLAIM_BACKLOG_MIN, ReclaimHandle, ReclaimPriority, Reclaimer};
+pub use reclaim::{RECLAIM_BACKLOG_MIN, ReclaimPriority, Reclaimer};
 pub use snapshot::Snapshot;
 pub use writer::{ApplyOutcome, Batch, Change, Reader, StoreBuilder, Writer};

@@ -105,36 +105,15 @@ fn lower_to_idle() -> bool {
 /// 0.5 ms instead did not pay either: over six interleaved runs a side both informer rows
 /// were staler with it (BENCHMARKS.md, "Waking the reclaimer less often").
 ///
-/// **Shared.** Other threads can hand garbage of any type to the same thread through a
-/// [`ReclaimHandle`] ([`handle`](Reclaimer::handle)), each handle with a backlog and bound of
-/// its own: the informer's handler threads give it the notifications they have handled, so one
-/// thread per informer frees both what the store superseded and what the handlers held.
-///
-/// Dropping the `Reclaimer` waits until the thread has dropped everything handed to it so far,
-/// through any handle. The thread ends then, or, while handles remain, once the last is dropped.
+/// Dropping the `Reclaimer` waits until the thread has dropped everything it was handed.
 pub struct Reclaimer<G: Send + 'static> {
-    tx: Option<mpsc::Sender<Item<G>>>,
+    tx: Option<mpsc::Sender<(G, usize)>>,
     /// Changes handed to the thread and not yet dropped.
     backlog: Arc<AtomicUsize>,
-    /// Sends garbage of other types; cloned into every [`ReclaimHandle`].
-    foreign: Option<Arc<SendForeign>>,
     /// The priority the thread runs at.
     priority: ReclaimPriority,
     thread: Option<thread::JoinHandle<()>>,
 }
-
-/// What the thread receives.
-enum Item<G> {
-    /// The owner's garbage and its weight.
-    Own(G, usize),
-    /// A handle's garbage, its weight and the handle's backlog.
-    Foreign(Box<dyn Send>, usize, Arc<AtomicUsize>),
-    /// Acknowledge once everything sent before is dropped.
-    Flush(mpsc::SyncSender<()>),
-}
-
-/// Sends a handle's garbage to the thread; false (the garbage dropped here) once it is gone.
-type SendForeign = dyn Fn(Box<dyn Send>, usize, Arc<AtomicUsize>) -> bool + Send + Sync;
 
 impl<G: Send + 'static> std::fmt::Debug for Reclaimer<G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -150,7 +129,7 @@ impl<G: Send + 'static> Reclaimer<G> {
     /// falls back to `Normal` where the system refuses it; [`priority`](Reclaimer::priority)
     /// says which).
     pub fn start(name: &str, wanted: ReclaimPriority) -> Result<Self> {
-        let (tx, rx) = mpsc::channel::<Item<G>>();
+        let (tx, rx) = mpsc::channel::<(G, usize)>();
         let (started_tx, started) = mpsc::sync_channel::<ReclaimPriority>(1);
         let backlog = Arc::new(AtomicUsize::new(0));
         let thread = {
@@ -160,22 +139,10 @@ impl<G: Send + 'static> Reclaimer<G> {
                 .name(name.replace('\0', ""))
                 .spawn(move || {
                     let _ = started_tx.send(wanted.apply_to_current_thread());
-                    // Ends once the owner and every handle are dropped and everything they
-                    // sent is dropped.
-                    for item in rx {
-                        match item {
-                            Item::Own(garbage, weight) => {
-                                drop(garbage);
-                                backlog.fetch_sub(weight, Ordering::Relaxed);
-                            }
-                            Item::Foreign(garbage, weight, theirs) => {
-                                drop(garbage);
-                                theirs.fetch_sub(weight, Ordering::Relaxed);
-                            }
-                            Item::Flush(done) => {
-                                let _ = done.send(());
-                            }
-                        }
+                    // Ends once the handle is dropped and everything it sent is dropped.
+                    for (garbage, weight) in rx {
+                        drop(garbage);
+                        backlog.fetch_sub(weight, Ordering::Relaxed);
                     }
                 })
                 .map_err(|e| Error::Reclaimer(e.to_string()))?
@@ -183,18 +150,7 @@ impl<G: Send + 'static> Reclaimer<G> {
         let priority = started
             .recv()
             .map_err(|_| Error::Reclaimer("the thread ended before it started".into()))?;
-        let foreign_tx = tx.clone();
-        let foreign: Arc<SendForeign> = Arc::new(move |garbage, weight, theirs| {
-            // On failure the garbage comes back inside the error and is dropped here.
-            foreign_tx.send(Item::Foreign(garbage, weight, theirs)).is_ok()
-        });
-        Ok(Reclaimer {
-            tx: Some(tx),
-            backlog,
-            foreign: Some(foreign),
-            priority,
-            thread: Some(thread),
-        })
+        Ok(Reclaimer { tx: Some(tx), backlog, priority, thread: Some(thread) })
     }
 
     /// The priority the thread runs at.
@@ -202,7 +158,7 @@ impl<G: Send + 'static> Reclaimer<G> {
         self.priority
     }
 
-    /// Changes handed to the thread (by this owner, not its handles) and not dropped yet.
+    /// Changes handed to the thread and not dropped yet.
     pub fn backlog(&self) -> usize {
         self.backlog.load(Ordering::Relaxed)
     }
@@ -211,95 +167,25 @@ impl<G: Send + 'static> Reclaimer<G> {
     /// its backlog above `limit` changes or the thread is gone: then drops it here.
     pub fn hand_over(&mut self, garbage: G, weight: usize, limit: usize) {
         let Some(tx) = &self.tx else { return drop(garbage) };
-        // Only the owner adds to its backlog, so the check and the add do not race with
+        // Only this handle adds to the backlog, so the check and the add do not race with
         // another add; the thread only lowers it.
         if self.backlog.load(Ordering::Relaxed).saturating_add(weight) > limit {
             return drop(garbage);
         }
         self.backlog.fetch_add(weight, Ordering::Relaxed);
-        if let Err(mpsc::SendError(item)) = tx.send(Item::Own(garbage, weight)) {
+        if let Err(mpsc::SendError((garbage, weight))) = tx.send((garbage, weight)) {
             self.backlog.fetch_sub(weight, Ordering::Relaxed);
-            drop(item);
-        }
-    }
-
-    /// A handle through which other threads hand garbage of any type to this thread, with a
-    /// backlog of its own (shared by the handle's clones) that does not count against the
-    /// owner's.
-    pub fn handle(&self) -> ReclaimHandle {
-        ReclaimHandle {
-            send: self.foreign.clone(),
-            backlog: Arc::new(AtomicUsize::new(0)),
-            priority: self.priority,
+            drop(garbage);
         }
     }
 }
 
 impl<G: Send + 'static> Drop for Reclaimer<G> {
     fn drop(&mut self) {
-        if let Some(tx) = self.tx.take() {
-            let (done_tx, done) = mpsc::sync_channel(1);
-            if tx.send(Item::Flush(done_tx)).is_ok() {
-                // Everything sent before the marker, by the owner or a handle, is dropped
-                // once it is acknowledged.
-                let _ = done.recv();
-            }
-        }
-        let handles_remain = self.foreign.take().is_some_and(|f| Arc::strong_count(&f) > 1);
-        if let Some(thread) = self.thread.take()
-            && !handles_remain
-        {
-            // No sender is left: the thread ends at once. With handles left it ends when the
-            // last one is dropped, and is not waited for here.
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            // The thread only drops values; it ends when the channel closes.
             let _ = thread.join();
-        }
-    }
-}
-
-/// A way for any thread to hand garbage to a [`Reclaimer`]'s thread ([`Reclaimer::handle`]),
-/// so that it frees nothing itself. Cloning is cheap; clones share one backlog.
-///
-/// The bound holds per hand-over: a hand-over that would take the backlog above its `limit`
-/// drops the garbage on the caller's thread. Clones that hand over at the same moment may each
-/// pass the check, so the backlog can exceed the limit by what they hand over together.
-#[derive(Clone)]
-pub struct ReclaimHandle {
-    send: Option<Arc<SendForeign>>,
-    backlog: Arc<AtomicUsize>,
-    priority: ReclaimPriority,
-}
-
-impl std::fmt::Debug for ReclaimHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReclaimHandle")
-            .field("backlog", &self.backlog())
-            .field("priority", &self.priority)
-            .finish()
-    }
-}
-
-impl ReclaimHandle {
-    /// The priority the reclaimer's thread runs at.
-    pub fn priority(&self) -> ReclaimPriority {
-        self.priority
-    }
-
-    /// Changes handed over through this handle and its clones and not dropped yet.
-    pub fn backlog(&self) -> usize {
-        self.backlog.load(Ordering::Relaxed)
-    }
-
-    /// Hands `garbage`, which counts as `weight` changes, to the reclaimer's thread, unless
-    /// that would take this handle's backlog above `limit` or the thread is gone: then drops it
-    /// here.
-    pub fn hand_over<X: Send + 'static>(&self, garbage: X, weight: usize, limit: usize) {
-        let Some(send) = &self.send else { return drop(garbage) };
-        if self.backlog.load(Ordering::Relaxed).saturating_add(weight) > limit {
-            return drop(garbage);
-        }
-        self.backlog.fetch_add(weight, Ordering::Relaxed);
-        if !send(Box::new(garbage), weight, self.backlog.clone()) {
-            self.backlog.fetch_sub(weight, Ordering::Relaxed);
         }
     }
 }

@@ -5,8 +5,8 @@ use std::{sync::Arc, time::Instant};
 use arc_swap::ArcSwap;
 
 use crate::{
-    Chunked, Error, Indexers, KeyFn, ObjectAccess, RECLAIM_BACKLOG_MIN, ReclaimHandle,
-    ReclaimPriority, Reclaimer, Result, Snapshot, TransformFn,
+    Chunked, Error, Indexers, KeyFn, ObjectAccess, RECLAIM_BACKLOG_MIN, ReclaimPriority, Reclaimer,
+    Result, Snapshot, TransformFn,
     backend::{Backend, PersistentMap},
     index::IndexFn,
     index::NAMESPACE_INDEX,
@@ -108,8 +108,7 @@ impl<T: Send + Sync + 'static, B: Backend> StoreBuilder<T, B> {
     /// superseded as many changes as the store holds objects (at least
     /// [`RECLAIM_BACKLOG_MIN`]), the writer drops the next version itself, so a reclaimer that
     /// cannot keep up slows the writer down instead of letting garbage grow without bound. The
-    /// thread ends when the writer is dropped, after dropping what it was handed (or, while
-    /// handles from [`Writer::reclaim_handle`] remain, when the last of them is dropped).
+    /// thread ends when the writer is dropped, after dropping what it was handed.
     ///
     /// With `false` the writer frees inline, as a locked map does when it replaces a value: no
     /// extra thread, memory freed at once, and a write about twice as expensive for
@@ -258,13 +257,6 @@ impl<T: Send + Sync + 'static, B: Backend> Writer<T, B> {
     /// [`ReclaimPriority::Idle`] falls back to `Normal` where the system refuses it.
     pub fn reclaim_priority(&self) -> Option<ReclaimPriority> {
         self.reclaimer.as_ref().map(Reclaimer::priority)
-    }
-
-    /// A handle on the reclaimer thread, for other threads to hand it garbage of their own
-    /// (the informer's handler threads give it the notifications they have handled), or
-    /// `None` when the writer frees inline. See [`Reclaimer::handle`].
-    pub fn reclaim_handle(&self) -> Option<ReclaimHandle> {
-        self.reclaimer.as_ref().map(Reclaimer::handle)
     }
 
     /// The latest published snapshot (what readers see now).
