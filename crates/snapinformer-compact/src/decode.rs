@@ -57,17 +57,13 @@ impl Place {
     /// An array at this place of `items`: unshared, or interned (as
     /// [`Place::finish_array`]).
     pub(crate) fn array(self, interner: &mut Interner, items: Vec<Value>) -> Array {
-        let mark = interner.items_mark();
-        items.into_iter().for_each(|v| interner.push_item(v));
-        self.finish_array(interner, mark)
+        interner.array_of(items, !self.unique())
     }
 
     /// An object at this place of `entries`: unshared, or interned (as
     /// [`Place::finish_object`]).
     pub(crate) fn object(self, interner: &mut Interner, entries: Vec<(Key, Value)>) -> Object {
-        let mark = interner.entries_mark();
-        entries.into_iter().for_each(|(k, v)| interner.push_entry(k, v));
-        self.finish_object(interner, mark)
+        interner.object_of(entries, !self.unique())
     }
 
     /// Called where a value at this place starts: at the root, nothing is under construction.

@@ -341,16 +341,27 @@ impl Interner {
 
     /// An interned array of already interned values.
     pub fn array(&mut self, items: Vec<Value>) -> Array {
-        let mark = self.items.len();
-        self.items.extend(items);
-        self.finish_array(mark, true)
+        self.array_of(items, true)
     }
 
     /// An interned object of already interned keys and values (later duplicate keys win).
     pub fn object(&mut self, entries: Vec<(Key, Value)>) -> Object {
+        self.object_of(entries, true)
+    }
+
+    /// The array of `items`, through the stack as [`finish_array`](Self::finish_array) builds it.
+    pub(crate) fn array_of(&mut self, items: Vec<Value>, interned: bool) -> Array {
+        let mark = self.items.len();
+        self.items.extend(items);
+        self.finish_array(mark, interned)
+    }
+
+    /// The object of `entries`, through the stack as [`finish_object`](Self::finish_object)
+    /// builds it.
+    pub(crate) fn object_of(&mut self, entries: Vec<(Key, Value)>, interned: bool) -> Object {
         let mark = self.entries.len();
         self.entries.extend(entries);
-        self.finish_object(mark, true)
+        self.finish_object(mark, interned)
     }
 
     /// Forgets the nodes under construction: called where a whole value starts, when none can
