@@ -69,7 +69,9 @@ pub fn pin(core: Option<core_affinity::CoreId>) {
 }
 
 /// How the cache's writer thread is scheduled while staleness is measured (the `store`
-/// scenario's open loop and sweep).
+/// scenario's open loop and sweep). In the informer rows, whose writer is a task, it is every
+/// thread on an update's path: the source, the runtime's threads and the handler's thread
+/// ([`WriterPriority::apply_to_threads`]).
 ///
 /// On a machine shared with other work, a staleness tail is mostly the time the writer spent
 /// runnable but waiting for a core ([`crate::harness::sched`] measures it). Real-time priority
@@ -119,6 +121,39 @@ impl WriterPriority {
             chrt(&["--other", "--pid", "0"], WriterPriority::Normal.name());
         }
     }
+
+    /// Gives this priority to every thread of the process whose name starts with one of
+    /// `prefixes` (with `back`, the normal policy again): how the informer rows' pipeline
+    /// threads, which are not the thread that runs the phase, get it. Returns what the threads
+    /// got, e.g. `realtime (5 threads)`, or each distinct failure. Normal, without `back`,
+    /// changes nothing.
+    pub fn apply_to_threads(self, prefixes: &[&str], back: bool) -> String {
+        if self == WriterPriority::Normal {
+            return self.name().into();
+        }
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return "normal (no /proc/self/task)".into();
+        };
+        let (args, name): (&[&str], _) = if back {
+            (&["--other", "--pid", "0"], WriterPriority::Normal.name())
+        } else {
+            (&["--fifo", "--pid", "10"], self.name())
+        };
+        let mut got = std::collections::BTreeMap::<String, usize>::new();
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if prefixes.iter().any(|p| comm.trim_end().starts_with(p)) {
+                let tid = task.file_name().to_string_lossy().into_owned();
+                *got.entry(chrt_tid(args, &tid, name)).or_default() += 1;
+            }
+        }
+        if got.is_empty() {
+            return format!("normal (no thread named {})", prefixes.join(" or "));
+        }
+        let parts: Vec<String> =
+            got.into_iter().map(|(what, n)| format!("{what} ({n} threads)")).collect();
+        parts.join(", ")
+    }
 }
 
 /// Runs `chrt <args> <this thread's id>`; returns `got` or why it failed.
@@ -127,9 +162,14 @@ fn chrt(args: &[&str], got: &str) -> String {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
     let Some(tid) = tid else { return "normal (no thread id)".into() };
+    chrt_tid(args, &tid, got)
+}
+
+/// Runs `chrt <args> <tid>`; returns `got` or why it failed.
+fn chrt_tid(args: &[&str], tid: &str, got: &str) -> String {
     match std::process::Command::new("chrt")
         .args(args)
-        .arg(&tid)
+        .arg(tid)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .output()
@@ -202,5 +242,57 @@ impl ReclaimerPriority {
             ReclaimerPriority::Normal => snapinformer_store::ReclaimPriority::Normal,
             ReclaimerPriority::Idle => snapinformer_store::ReclaimPriority::Idle,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scheduling policy of thread `tid` of this process (field 41 of its `stat`).
+    fn policy(tid: &str) -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        // The name, in parentheses, may hold spaces: count fields after its closing one.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        rest.split(' ').nth(41 - 3)?.parse().ok()
+    }
+
+    #[test]
+    fn threads_priority_reports_when_no_thread_has_the_name() {
+        let got = WriterPriority::Realtime.apply_to_threads(&["no-such-thread-"], false);
+        assert_eq!(got, "normal (no thread named no-such-thread-)");
+        assert_eq!(WriterPriority::Normal.apply_to_threads(&["no-such-thread-"], false), "normal");
+    }
+
+    #[test]
+    fn named_threads_get_the_priority_and_give_it_back() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let probe = std::thread::Builder::new()
+            .name("prio-probe-a".into())
+            .spawn(move || {
+                let tid = std::fs::read_link("/proc/thread-self")
+                    .ok()
+                    .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+                tid_tx.send(tid).unwrap();
+                let _ = rx.recv();
+            })
+            .unwrap();
+        let tid = tid_rx.recv().unwrap().expect("a thread id");
+        assert_eq!(policy(&tid), Some(0), "a new thread runs at SCHED_OTHER");
+        let got = WriterPriority::Realtime.apply_to_threads(&["prio-probe-"], false);
+        if got == "realtime (1 threads)" {
+            assert_eq!(policy(&tid), Some(1), "SCHED_FIFO after {got}");
+            let back = WriterPriority::Realtime.apply_to_threads(&["prio-probe-"], true);
+            assert_eq!(back, "normal (1 threads)");
+            assert_eq!(policy(&tid), Some(0));
+        } else {
+            // Without the privilege (or chrt), the thread keeps its policy and the report
+            // says why.
+            assert!(got.starts_with("normal (chrt"), "{got}");
+            assert_eq!(policy(&tid), Some(0));
+        }
+        tx.send(()).unwrap();
+        probe.join().unwrap();
     }
 }

@@ -66,7 +66,9 @@ pub struct StoreArgs {
     pub rows: Vec<String>,
     /// How the writer is scheduled in the open loop and the sweep: `realtime` (SCHED_FIFO)
     /// takes the machine's other load out of the staleness figures, a diagnostic for busy
-    /// machines (the in-process cache rows only).
+    /// machines. In-process rows only: the cache rows' writer, and in the informer rows every
+    /// thread on an update's path (source, runtime, handler) for the open loop. The Go rows run
+    /// at the normal policy beside them: Go cannot schedule one goroutine differently.
     #[arg(long, value_enum, default_value_t = WriterPriority::Normal)]
     pub writer_priority: WriterPriority,
     /// How the reclaimer threads of `snapinformer`, `snapshot-bg`, `snapshot-bg-covering` and
@@ -211,12 +213,11 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     }
     let rows = rows::select(&args.rows)?;
     if params.writer_priority != WriterPriority::Normal
-        && let Some(row) = rows.iter().find(|r| !matches!(r.runner, Runner::InProcess(_)))
+        && !rows.iter().any(|r| matches!(r.runner, Runner::InProcess(_)))
     {
-        return Err(format!(
-            "--writer-priority applies to in-process rows only, not {:?}",
-            row.name
-        ));
+        return Err("--writer-priority applies to the in-process rows only, and none was chosen \
+                    (the Go rows' goroutines cannot be given a priority one by one)"
+            .into());
     }
     let runs_dir = args.out.join("runs");
     std::fs::create_dir_all(&runs_dir)
@@ -346,8 +347,8 @@ pub fn worker_args(p: &StoreParams) -> Vec<String> {
 }
 
 /// [`worker_args`] for one row's worker: only this executable's own workers (in-process rows)
-/// get `--reclaim-priority`; the Go worker has no reclaimer thread and refuses flags it does
-/// not define.
+/// get `--writer-priority` and `--reclaim-priority`; the Go worker can schedule no goroutine
+/// apart, has no reclaimer thread, and refuses flags it does not define.
 fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
     let mut a = vec![
         "store".to_owned(),
@@ -375,7 +376,7 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
     // Always passed: a worker left to its own default would pace by rate, the Go worker by
     // duty. 0 means duty pacing to both.
     a.extend(["--reader-rate".into(), p.reader_pacing.rate().unwrap_or(0.0).to_string()]);
-    if p.writer_priority != WriterPriority::Normal {
+    if in_process && p.writer_priority != WriterPriority::Normal {
         a.extend(["--writer-priority".into(), arg_name(&p.writer_priority)]);
     }
     if in_process && p.reclaim_priority != ReclaimerPriority::Normal {
@@ -562,6 +563,20 @@ mod tests {
         }))
         .expect("an old report's parameters parse");
         assert_eq!(old.open_loop_updates, OpenLoopUpdates::Prebuilt);
+    }
+
+    #[test]
+    fn writer_priority_reaches_the_in_process_workers_only() {
+        let p = parse(&["--writer-priority", "realtime"]).expect("valid flags").params();
+        let args = worker_args_for(&p, true);
+        let at = args.iter().position(|a| a == "--writer-priority").expect("passed on");
+        assert_eq!(args[at + 1], "realtime");
+        assert!(
+            !worker_args_for(&p, false).iter().any(|a| a == "--writer-priority"),
+            "the Go worker defines no such flag"
+        );
+        let normal = parse(&[]).expect("valid flags").params();
+        assert!(!worker_args_for(&normal, true).iter().any(|a| a == "--writer-priority"));
     }
 
     #[test]

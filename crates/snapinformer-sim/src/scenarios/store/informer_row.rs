@@ -67,7 +67,7 @@ use super::{
 };
 use crate::{
     harness::{
-        placement::{Cores, InformerProcessing, ReclaimerPriority, pin},
+        placement::{Cores, InformerProcessing, ReclaimerPriority, WriterPriority, pin},
         sched::{GroupTime, ThreadSched},
         stats::Latency,
     },
@@ -207,6 +207,8 @@ struct Phase {
     /// Open loop only: the feeder's wall time building one update at its slot, microseconds
     /// (`None` for a pool).
     build_us_per_update: Option<f64>,
+    /// Open loop with `--writer-priority realtime` only: what the pipeline's threads got.
+    priority: Option<String>,
 }
 
 /// The phase's index of an object with resource version `rv`, if it is one of the phase's.
@@ -294,6 +296,7 @@ impl Phase {
             sent: Latency::default(),
             feeder: None,
             build_us_per_update: None,
+            priority: None,
         }
     }
 }
@@ -395,7 +398,19 @@ pub struct InformerRow<T: RowObject> {
     runtime: tokio::runtime::Runtime,
     /// The batch window the informer was built with.
     batch_window: Duration,
+    /// How the pipeline's threads are scheduled in the open loop (`--writer-priority`).
+    priority: WriterPriority,
+    /// Set while the open loop runs at `priority`: a runtime thread that starts then (the
+    /// blocking pool's, which sleeps out the batch window) takes it too.
+    prioritized: Arc<AtomicBool>,
 }
+
+/// The names (prefixes) of the threads on an update's path in the informer rows, which
+/// `--writer-priority` schedules in the open loop: the runtime's workers and blocking threads
+/// (reflector task, processing loop, the window's sleep), a processing thread of its own, and
+/// the handler's thread. The feeder, which stands in for decoding, sets its own. The
+/// reclaimers are not on the path and keep their policy.
+const PIPELINE_THREADS: &[&str] = &["informer-", "handler-"];
 
 impl<T: RowObject> InformerRow<T> {
     /// Builds the informer, registers the handler and starts the pipeline (empty until
@@ -409,14 +424,22 @@ impl<T: RowObject> InformerRow<T> {
         processing: InformerProcessing,
         batch_window: Option<Duration>,
         covering_owner: bool,
+        priority: WriterPriority,
     ) -> Result<Self, String> {
         let writer_core = cores.writer;
         let batch_window = batch_window.unwrap_or(DEFAULT_BATCH_WINDOW);
         let workers = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let prioritized = Arc::new(AtomicBool::new(false));
+        let starting = prioritized.clone();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .thread_name("informer-rt")
-            .on_thread_start(move || pin(writer_core))
+            .on_thread_start(move || {
+                pin(writer_core);
+                if starting.load(Ordering::Acquire) {
+                    priority.enter();
+                }
+            })
             .enable_all()
             .build()
             .map_err(|e| format!("starting the informer's runtime: {e}"))?;
@@ -463,7 +486,17 @@ impl<T: RowObject> InformerRow<T> {
                 }
             }
         });
-        Ok(InformerRow { name, informer, watch, shared, writer_core, runtime, batch_window })
+        Ok(InformerRow {
+            name,
+            informer,
+            watch,
+            shared,
+            writer_core,
+            runtime,
+            batch_window,
+            priority,
+            prioritized,
+        })
     }
 
     /// Sends `pool` (at once, or on `rate`'s schedule from a feeder thread) and waits until the
@@ -487,11 +520,14 @@ impl<T: RowObject> InformerRow<T> {
             Some(_) => {
                 let pool = pool.take().ok_or("the phase's updates were taken twice")?;
                 let (tx, rx) = std::sync::mpsc::channel::<Schedule>();
-                let (watch, core) = (self.watch.clone(), self.writer_core);
+                let (watch, core, priority) = (self.watch.clone(), self.writer_core, self.priority);
                 let handle = thread::Builder::new()
                     .name("feeder".into())
                     .spawn(move || {
                         pin(core);
+                        // The source stands in for the reflector's decoding, which runs on the
+                        // informer's runtime in a real one: it is on the update's path.
+                        priority.enter();
                         let sched = rx.recv().ok()?;
                         let began = ThreadSched::now();
                         let (late, build) = feed::<T>(&sched, pool, &watch);
@@ -507,7 +543,11 @@ impl<T: RowObject> InformerRow<T> {
             ns_per: 1e9 / rate.max(1) as f64,
             total: count,
         });
-        let phase = Phase::new(first_rv, count, schedule);
+        let mut phase = Phase::new(first_rv, count, schedule);
+        if schedule.is_some() && self.priority != WriterPriority::Normal {
+            self.prioritized.store(true, Ordering::Release);
+            phase.priority = Some(self.priority.apply_to_threads(PIPELINE_THREADS, false));
+        }
         *self.shared.publish.lock().unwrap_or_else(|e| e.into_inner()) = phase.log.clone();
         self.shared.lock().phase = Some(phase);
         match (start_feeder, schedule) {
@@ -552,6 +592,9 @@ impl<T: RowObject> InformerRow<T> {
         }
         let mut phase = guard.phase.take().expect("the phase stays until taken");
         drop(guard);
+        if self.prioritized.swap(false, Ordering::AcqRel) {
+            self.priority.apply_to_threads(PIPELINE_THREADS, true);
+        }
         *self.shared.publish.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some(feeder) = feeder {
             let (late, time, build) = feeder
@@ -670,6 +713,7 @@ impl<T: RowObject> RowDriver for InformerRow<T> {
                 batches: st.batches,
                 batch_window_us: self.batch_window.as_micros() as u64,
                 window_waits,
+                pipeline_priority: p.priority.clone(),
             }
         });
         // The writer here is the informer's processing thread, not this one: its time is not

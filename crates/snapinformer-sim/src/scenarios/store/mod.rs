@@ -457,6 +457,7 @@ impl InProcessRow {
                 p.informer_processing,
                 p.informer_batch_window_s.map(Duration::from_secs_f64),
                 self == InProcessRow::InformerCovering,
+                p.writer_priority,
             )?),
             InProcessRow::InformerCompact => {
                 Box::new(informer_row::InformerRow::<CompactPod>::start(
@@ -466,6 +467,7 @@ impl InProcessRow {
                     p.informer_processing,
                     p.informer_batch_window_s.map(Duration::from_secs_f64),
                     false,
+                    p.writer_priority,
                 )?)
             }
         })

@@ -67,6 +67,11 @@ pub struct PipelineStages {
     /// applied.
     #[serde(default)]
     pub window_waits: u64,
+    /// With `--writer-priority realtime`: what the pipeline's threads (the feeder, the
+    /// runtime's, the handler's) got for the phase, e.g. `realtime (3 threads)`; `None` when
+    /// they ran at the normal policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_priority: Option<String>,
 }
 
 /// Where the open-loop writer's time went: applying, sleeping for the next arrival, or waiting
