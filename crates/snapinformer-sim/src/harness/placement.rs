@@ -97,6 +97,11 @@ pub enum WriterPriority {
     Realtime,
 }
 
+/// `chrt`'s arguments (before the thread id) for [`WriterPriority::Realtime`].
+const REALTIME_ARGS: &[&str] = &["--fifo", "--pid", "10"];
+/// `chrt`'s arguments (before the thread id) that give a thread the normal policy back.
+const NORMAL_ARGS: &[&str] = &["--other", "--pid", "0"];
+
 impl WriterPriority {
     /// Name in reports and on the command line.
     pub fn name(self) -> &'static str {
@@ -111,14 +116,14 @@ impl WriterPriority {
     pub fn enter(self) -> String {
         match self {
             WriterPriority::Normal => self.name().into(),
-            WriterPriority::Realtime => chrt(&["--fifo", "--pid", "10"], self.name()),
+            WriterPriority::Realtime => chrt(REALTIME_ARGS, self.name()),
         }
     }
 
     /// Returns the calling thread to the normal policy after [`enter`](WriterPriority::enter).
     pub fn leave(self) {
         if self == WriterPriority::Realtime {
-            chrt(&["--other", "--pid", "0"], WriterPriority::Normal.name());
+            chrt(NORMAL_ARGS, WriterPriority::Normal.name());
         }
     }
 
@@ -134,10 +139,10 @@ impl WriterPriority {
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
             return "normal (no /proc/self/task)".into();
         };
-        let (args, name): (&[&str], _) = if back {
-            (&["--other", "--pid", "0"], WriterPriority::Normal.name())
+        let (args, name) = if back {
+            (NORMAL_ARGS, WriterPriority::Normal.name())
         } else {
-            (&["--fifo", "--pid", "10"], self.name())
+            (REALTIME_ARGS, self.name())
         };
         let mut got = std::collections::BTreeMap::<String, usize>::new();
         for task in tasks.flatten() {
