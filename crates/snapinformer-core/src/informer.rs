@@ -258,9 +258,9 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
     /// window"). Measured again on 2026-12-07, with readers made cheaper by label digests:
     /// without the window the median staleness was two to five times lower (about 0.15
     /// against 0.5 ms) at every read rate from 1 to 20 a second, but the p99 was not lower
-    /// (higher at ten reads a second), and under the field report's bursts the pipeline's CPU
-    /// doubled (BENCHMARKS.md, "The batch window off, at 1 to 20 reads a second and in
-    /// `seed`"). An informer whose every delta must be visible within microseconds of its
+    /// (higher at ten reads a second), and in the field report's scenario on prefaulted
+    /// memory the pipeline's CPU doubled (BENCHMARKS.md, "The batch window off, at 1 to 20
+    /// reads a second and in `seed`"). An informer whose every delta must be visible within microseconds of its
     /// arrival, on a machine with cores to spare, can set `Duration::ZERO`.
     #[doc(alias = "coalesce")]
     pub fn batch_window(mut self, window: Duration) -> Self {
