@@ -112,8 +112,9 @@ pub enum Processing {
     DedicatedThread,
 }
 
-/// The processing loop's default [batch window](InformerBuilder::batch_window): 1 ms.
-pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(1);
+/// The processing loop's default [batch window](InformerBuilder::batch_window): 250 µs (1 ms
+/// until 2026-12-07; see that method's "Why 250 µs").
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_micros(250);
 
 /// Configures and builds an [`Informer`] around a store.
 #[must_use = "a builder does nothing until `build` is called"]
@@ -216,7 +217,7 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
 
     /// Under a stream of deltas faster than the loop publishes them one by one, publishes at
     /// most one batch per `window`, unless a batch is full. The default is
-    /// [`DEFAULT_BATCH_WINDOW`] (1 ms); `Duration::ZERO` publishes a batch as soon as the loop
+    /// [`DEFAULT_BATCH_WINDOW`] (250 µs); `Duration::ZERO` publishes a batch as soon as the loop
     /// is free.
     ///
     /// Each publication costs a fixed amount besides its deltas: the loop's wake-up, the
@@ -250,18 +251,28 @@ impl<T: Send + Sync + 'static, B: Backend> InformerBuilder<T, B> {
     ///   clock is that of the runtime the loop runs on: a [`Processing::DedicatedThread`] loop
     ///   has a runtime of its own, never paused, and keeps its window.)
     ///
-    /// **Why 1 ms.** On the project's 2-core machine, with 20,000 pod updates a second and ten
-    /// busy readers, a 1 ms window cut the pipeline's CPU per update by about 30% (22 against
-    /// 31 µs; batches of tens of deltas instead of 2-3). The staleness p99 and the
-    /// controllers' time to converge in the field report's scenario fell with it. When
-    /// saturated, batches are full and the window does not engage (BENCHMARKS.md, "The batch
-    /// window"). Measured again on 2026-12-07, with readers made cheaper by label digests:
-    /// without the window the median staleness was two to five times lower (about 0.15
-    /// against 0.5 ms) at every read rate from 1 to 20 a second, but the p99 was not lower
-    /// (higher at ten reads a second), and in the field report's scenario on prefaulted
-    /// memory the pipeline's CPU doubled (BENCHMARKS.md, "The batch window off, at 1 to 20
-    /// reads a second and in `seed`"). An informer whose every delta must be visible within microseconds of its
-    /// arrival, on a machine with cores to spare, can set `Duration::ZERO`.
+    /// **Why 250 µs.** On the project's 2-core machine, with 20,000 pod updates a second and
+    /// ten busy readers, a 1 ms window (the default from 2026-12-02) cut the pipeline's CPU per
+    /// update by about 30% (22 against 31 µs; batches of tens of deltas instead of 2-3), and
+    /// the staleness p99 and the controllers' time to converge in the field report's scenario
+    /// fell with it. When saturated, batches are full and the window does not engage
+    /// (BENCHMARKS.md, "The batch window"). Measured again on 2026-12-07, with readers made
+    /// cheaper by label digests:
+    /// - without the window the median staleness was two to five times lower (about 0.15
+    ///   against 0.5 ms), but the p99 was not lower (higher at ten reads a second), and in the
+    ///   field report's scenario on prefaulted memory the pipeline's CPU doubled (BENCHMARKS.md,
+    ///   "The batch window off, at 1 to 20 reads a second and in `seed`");
+    /// - with 250 µs, over four runs a side at each of 1, 3, 10 and 20 reads a second, the
+    ///   median was about half of 1 ms's (0.25-0.42 against 0.49-1.23 ms), the p99's median
+    ///   the same at one read a second and lower at the others, and the process's CPU at most
+    ///   3% above it. What it costs is CPU under bursts: in the field report's scenario on
+    ///   prefaulted memory the pipeline used 9.0 against 6.7 s (the whole process 4% more) for
+    ///   the same p99 and the same convergence (BENCHMARKS.md, "A 250 µs batch window by
+    ///   default").
+    ///
+    /// An informer that wants the fewest publications under bursts can set 1 ms or more; one
+    /// whose every delta must be visible within microseconds of its arrival, on a machine with
+    /// cores to spare, can set `Duration::ZERO`.
     #[doc(alias = "coalesce")]
     pub fn batch_window(mut self, window: Duration) -> Self {
         self.batch_window = window;

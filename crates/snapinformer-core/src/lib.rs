@@ -53,11 +53,12 @@
 //!   thread that waits, and one hand-over to the store's reclaimer. A free loop under a
 //!   steady stream would publish batches of one to three deltas and pay these each time, so
 //!   by default, when deltas arrived while a batch that was not full was applied, it waits
-//!   until 1 ms of real time has passed since that batch began
+//!   until 250 µs of real time has passed since that batch began
 //!   ([`InformerBuilder::batch_window`]), trading up to that much latency for fewer, larger
-//!   batches (measured: about 30% less CPU per delta at 20,000 deltas a second on the
-//!   project's 2-core machine, BENCHMARKS.md, "The batch window"). Under a paused Tokio
-//!   clock the window is off.
+//!   batches (measured with a 1 ms window: about 30% less CPU per delta at 20,000 deltas a
+//!   second on the project's 2-core machine, BENCHMARKS.md, "The batch window"; 250 µs, the
+//!   default since 2026-12-07, halves 1 ms's median staleness for a third more of the
+//!   pipeline's CPU under bursts). Under a paused Tokio clock the window is off.
 //! - Per handler: one OS thread and one unbounded buffer of notifications (each holds `Arc`s:
 //!   no object is copied). A slow handler grows only its own buffer; watch
 //!   `snapinformer_handler_buffer_depth`. A late handler's replay is one message holding a

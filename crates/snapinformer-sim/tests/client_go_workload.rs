@@ -409,7 +409,7 @@ fn the_informer_rows_split_open_loop_staleness_at_queue_and_publication() {
             assert_eq!(s.count, 600, "{}: {what}", row.name);
         }
         assert!((1..=600).contains(&st.batches), "{}: {} batches", row.name, st.batches);
-        assert_eq!(st.batch_window_us, 1_000, "{}: the informer's default window", row.name);
+        assert_eq!(st.batch_window_us, 250, "{}: the informer's default window", row.name);
         // No stage can take longer than the whole.
         for s in [&st.arrival_us, &st.queued_us, &st.delivery_us] {
             assert!(

@@ -109,7 +109,7 @@ pub struct SeedArgs {
     pub pod_arena: bool,
     /// The `snapinformer` rows' batch window (`InformerBuilder::batch_window`): when deltas
     /// arrive while a batch is applied, at most one publication per window unless a batch is
-    /// full (default: the informer's, 1 ms; `0s`: none).
+    /// full (default: the informer's, 250 µs; `0s`: none).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub informer_batch_window: Option<Duration>,
     /// The baselines' batch window (a control; default none, as client-go): their applier,

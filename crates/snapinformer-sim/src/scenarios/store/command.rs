@@ -83,7 +83,7 @@ pub struct StoreArgs {
     pub informer_processing: InformerProcessing,
     /// The informer rows' batch window (`InformerBuilder::batch_window`): when deltas arrive
     /// while a batch is applied, at most one publication per window unless a batch is full
-    /// (default: the informer's, 1 ms; `0s`: none, a batch as soon as the loop is free).
+    /// (default: the informer's, 250 µs; `0s`: none, a batch as soon as the loop is free).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub informer_batch_window: Option<Duration>,
     /// Offered rates of a sweep, run after the open loop (e.g. 5000,10000,20000,40000,80000):
