@@ -191,6 +191,9 @@ impl SeedArgs {
             stream_fill: self.stream_fill,
             pod_arena: self.pod_arena,
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
+            informer_default_batch_window_s: Some(
+                snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64(),
+            ),
             baseline_batch_window_s: self.baseline_batch_window.map(|w| w.as_secs_f64()),
             prefault_gib: self.prefault_gib,
             rest_s: rest_seconds(self.rest, self.quick),
@@ -635,7 +638,18 @@ mod tests {
         let out = Path::new("/tmp/worker.json");
         let default = given(&[]).params();
         assert_eq!(default.informer_batch_window_s, None, "the informer's own default");
+        assert_eq!(
+            default.informer_default_batch_window_s,
+            Some(snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64()),
+            "the report says what the informer's default was"
+        );
         assert_eq!(default.baseline_batch_window_s, None, "none for the baselines");
+        let head = crate::scenarios::seed::report::describe(&default);
+        let shown = format!(
+            "our informer's batch window the default, {:.3} ms",
+            snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64() * 1e3
+        );
+        assert!(head.contains(&shown), "{head}");
         let flags = worker_flags(row, Mode::Inproc, false, &default, None, out);
         assert!(!has(&flags, "--informer-batch-window") && !has(&flags, "--baseline-batch-window"));
 

@@ -209,6 +209,11 @@ pub struct SeedParams {
     /// none).
     #[serde(default)]
     pub informer_batch_window_s: Option<f64>,
+    /// The informer's default batch window in the build that ran the report, in seconds
+    /// (`snapinformer_core::DEFAULT_BATCH_WINDOW`): what `informer_batch_window_s: None`
+    /// meant. `None` in reports from before 2026-12-07, whose default was 1 ms.
+    #[serde(default)]
+    pub informer_default_batch_window_s: Option<f64>,
     /// The baselines' batch window in seconds (`None` or 0: none, as client-go has none).
     #[serde(default)]
     pub baseline_batch_window_s: Option<f64>,

@@ -604,12 +604,15 @@ pub fn describe(p: &SeedParams) -> String {
         }
 }
 
-/// The batch windows, when not the defaults (the informer's own; none for the baselines).
+/// The batch windows: our informer's always (the one given, or the default when the report
+/// records it), the baselines' when they have one.
 fn batch_windows(p: &SeedParams) -> String {
     let ms = |s: f64| format!("{:.3} ms", s * 1e3);
     let mut out = String::new();
-    if let Some(w) = p.informer_batch_window_s {
-        out += &format!("; our informer's batch window {}", ms(w));
+    match (p.informer_batch_window_s, p.informer_default_batch_window_s) {
+        (Some(w), _) => out += &format!("; our informer's batch window {}", ms(w)),
+        (None, Some(d)) => out += &format!("; our informer's batch window the default, {}", ms(d)),
+        (None, None) => {}
     }
     if let Some(w) = p.baseline_batch_window_s.filter(|w| *w > 0.0) {
         out += &format!("; the baselines' batch window {} (a control: client-go has none)", ms(w));
