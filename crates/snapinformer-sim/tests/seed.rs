@@ -48,7 +48,9 @@ fn params() -> SeedParams {
         stream_fill: StreamFill::Refresh,
         pod_arena: false,
         informer_batch_window_s: None,
-        informer_default_batch_window_s: Some(0.000_25),
+        informer_default_batch_window_s: Some(
+            snapinformer_core::DEFAULT_BATCH_WINDOW.as_secs_f64(),
+        ),
         baseline_batch_window_s: None,
         prefault_gib: 0.0,
         rest_s: 0.0,
