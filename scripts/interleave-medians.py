@@ -7,9 +7,10 @@ this gives the rest, grouped by read rate and variant.
 
 Reads every `store` run file under the given directories: <out>/<n>-<label>/runs/store-*.json
 as written by interleave.sh, or <n>-<label>-store-*.json as thinned under docs/runs/. Rows
-`snapinformer` and `client-go` are required.
+`snapinformer` (or the row named by --row) and `client-go` are required. The per-run lines also
+give the source's lateness behind its slots (p99) and its time to build an update.
 
-    python3 scripts/interleave-medians.py <dir> [<dir> ...]
+    python3 scripts/interleave-medians.py [--row <row>] <dir> [<dir> ...]
 """
 import glob
 import json
@@ -18,10 +19,16 @@ import re
 import statistics
 import sys
 
-if len(sys.argv) < 2:
+args = sys.argv[1:]
+row = 'snapinformer'
+if args[:1] == ['--row']:
+    if len(args) < 2:
+        sys.exit(__doc__)
+    row, args = args[1], args[2:]
+if not args:
     sys.exit(__doc__)
 runs = []
-for top in sys.argv[1:]:
+for top in args:
     for path in sorted(glob.glob(os.path.join(top, '**', '*.json'), recursive=True)):
         name = os.path.basename(path)
         m = re.match(r'(\d+)-(.+?)-store-', name)
@@ -33,9 +40,9 @@ for top in sys.argv[1:]:
         if not isinstance(report, dict) or report.get('scenario') != 'store':
             continue
         by = {r['name']: r for r in report['rows']}
-        if 'snapinformer' not in by or 'client-go' not in by:
-            sys.exit(f'{path}: needs rows snapinformer and client-go, has {", ".join(by)}')
-        ours, theirs = by['snapinformer'], by['client-go']
+        if row not in by or 'client-go' not in by:
+            sys.exit(f'{path}: needs rows {row} and client-go, has {", ".join(by)}')
+        ours, theirs = by[row], by['client-go']
         stages = ours['open_loop_stages']
         pacing = report['params'].get('reader_pacing', {})
         runs.append({
@@ -47,15 +54,18 @@ for top in sys.argv[1:]:
             'queued99': stages['queued_us']['p99'] / 1e3, 'publications': stages['batches'],
             'cpu': sum(t['cpu_s'] for t in ours['open_loop_threads'].values()),
             'reads': (ours['reader_ops_per_s'], theirs['reader_ops_per_s']),
+            'late99': stages['sent_us']['p99'] / 1e3,
+            'build': ours.get('open_loop_build_us_per_update') or 0,
         })
 if not runs:
-    sys.exit(f'no store run files under {", ".join(sys.argv[1:])}')
+    sys.exit(f'no store run files under {", ".join(args)}')
 runs.sort(key=lambda r: (r['rate'] or 0, r['started']))
 for r in runs:
     print(f"{r['rate']:g} reads/s {r['started']} {r['n']}-{r['label']}: p50 {r['p50']:.2f} ms, p99 {r['p99']:.1f} ms; "
           f"client-go p50 {r['cg50']:,.2f} ms, p99 {r['cg99'] / 1e3:,.2f} s, {r['x']:,.0f}x; queued -> published p99 "
           f"{r['queued99']:.1f} ms; {r['publications']:,} publications; loop CPU {r['cpu']:.1f} s; "
-          f"reads/s {r['reads'][0]:.2f} / {r['reads'][1]:.2f}")
+          f"reads/s {r['reads'][0]:.2f} / {r['reads'][1]:.2f}; source late p99 {r['late99']:.1f} ms, "
+          f"{r['build']:.1f} µs an update")
 print()
 print('| reads/s, variant (runs) | our p50 | our p99 | client-go p50 | client-go p99 | x lower | '
       'queued -> published p99 | publications | process CPU in the loop |')

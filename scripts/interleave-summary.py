@@ -2,13 +2,15 @@
 """Summarises an interleaved set from scripts/interleave.sh: one line per run for a row and its
 anchor (staleness p99, apply rate with readers, queue max, and their ratios), then the median and
 min-max of each variant. Reads <out-dir>/<n>-<label>/report.json, or <out-dir>/<n>-<label>.json
-(the run files as committed under docs/runs/).
+(the run files as committed under docs/runs/), or <out-dir>/<n>-<label>-store-*.json (thinned
+copies of a run's own report).
 
     python3 scripts/interleave-summary.py <out-dir> <row> <anchor-row>
 """
 import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -23,6 +25,8 @@ for path in paths:
     else:
         name = os.path.basename(path)[:-len('.json')]
     number, label = name.split('-', 1)
+    # Thinned copies under docs/runs/ are named <n>-<label>-store-<started>-<run>.json.
+    label = re.sub(r'-(store|seed)-\d{8}T\d{6}Z-\d+$', '', label)
     report = json.load(open(path))
     if not isinstance(report, dict) or 'rows' not in report:
         sys.exit(f'{path}: not a snapinformer-sim report (no rows)')
