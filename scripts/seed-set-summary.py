@@ -10,54 +10,33 @@ the queue maximum against an anchor row (locked-batch+ryw by default).
 <dir> is a `seed --out` directory (its runs/*.json) or a directory of committed run files
 (docs/runs/<set>/seed-*.json).
 """
-import glob
-import json
-import os
-import statistics
 import sys
 
-if len(sys.argv) not in (2, 3):
-    sys.exit(__doc__)
-out = sys.argv[1]
-anchor = sys.argv[2] if len(sys.argv) == 3 else 'locked-batch+ryw'
-paths = sorted(glob.glob(os.path.join(out, 'runs', 'seed-*.json'))) or \
-    sorted(glob.glob(os.path.join(out, 'seed-*.json')))
-if not paths:
-    sys.exit(f'{out}: no seed-*.json run files (in it or under runs/)')
+from runfiles import set_reports, spread
 
+out, anchor, reports = set_reports(__doc__, 'seed', 'locked-batch+ryw')
 runs = []
-for path in paths:
-    report = json.load(open(path))
-    if not isinstance(report, dict) or report.get('scenario') != 'seed' or not report.get('modes'):
-        sys.exit(f'{path}: not a snapinformer-sim seed report')
-    if len(report['modes']) != 1:
-        sys.exit(f'{path}: {len(report["modes"])} modes; summarise one mode at a time')
+for path, report in reports:
+    if len(report.get('modes') or []) != 1:
+        sys.exit(f'{path}: {len(report.get("modes") or [])} modes; summarise one mode at a time')
     runs.append({r['name']: r for r in report['modes'][0]['rows']})
 print(f'{len(runs)} runs from {out}; ratios are the median of the same-run ratios against {anchor}')
-
-
-def fmt(xs, digits, unit=''):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return '-'
-    return (f'{statistics.median(xs):,.{digits}f}{unit} '
-            f'[{min(xs):,.{digits}f}-{max(xs):,.{digits}f}]')
 
 
 for name in runs[0]:
     per = [r[name] for r in runs if name in r]
     print(f'\n{name} ({len(per)} runs)')
-    print(f'  staleness p50      {fmt([r["staleness_us"]["p50"] / 1e3 for r in per], 1, " ms")}')
-    print(f'  staleness p99      {fmt([r["staleness_us"]["p99"] / 1e3 for r in per], 1, " ms")}')
-    print(f'  from queue p99     {fmt([r["staleness_from_queue_us"]["p99"] / 1e3 for r in per], 1, " ms")}')
-    print(f'  stream late p99    {fmt([r["stream_lateness_us"]["p99"] / 1e3 for r in per], 1, " ms")}')
-    print(f'  queue max          {fmt([r["queue_depth_max"] for r in per], 0)}')
+    print(f'  staleness p50      {spread([r["staleness_us"]["p50"] / 1e3 for r in per], 1, " ms")}')
+    print(f'  staleness p99      {spread([r["staleness_us"]["p99"] / 1e3 for r in per], 1, " ms")}')
+    print(f'  from queue p99     {spread([r["staleness_from_queue_us"]["p99"] / 1e3 for r in per], 1, " ms")}')
+    print(f'  stream late p99    {spread([r["stream_lateness_us"]["p99"] / 1e3 for r in per], 1, " ms")}')
+    print(f'  queue max          {spread([r["queue_depth_max"] for r in per], 0)}')
     running = [r['time_to_all_running_s'] for r in per]
     shown = ', '.join(f'{t:.1f} s' if t else 'not in time' for t in running)
     print(f'  all Running        {shown}')
-    print(f'  peak heap          {fmt([r["peak_heap_bytes"] / 2**30 for r in per], 1, " GiB")}')
-    print(f'  syncs              {fmt([r["syncs"] for r in per], 0)}')
-    print(f'  kernel CPU         {fmt([r.get("kernel_cpu_s") for r in per], 1, " s")}')
+    print(f'  peak heap          {spread([r["peak_heap_bytes"] / 2**30 for r in per], 1, " GiB")}')
+    print(f'  syncs              {spread([r["syncs"] for r in per], 0)}')
+    print(f'  kernel CPU         {spread([r.get("kernel_cpu_s") for r in per], 1, " s")}')
     print(f'  409s / duplicates / ryw timeouts / write errors, summed: '
           f'{sum(r["conflicts_409"] for r in per)} / {sum(r["duplicate_daemon_pods"] for r in per)} / '
           f'{sum(r["ryw_timeouts"] for r in per)} / {sum(r["write_errors"] for r in per)}')
@@ -68,6 +47,6 @@ for name in runs[0]:
     pairs = [(r[name], r[anchor]) for r in runs if name in r and anchor in r]
     if pairs:
         print(f'  p99 x lower than {anchor}: '
-              f'{fmt([a["staleness_us"]["p99"] / o["staleness_us"]["p99"] for o, a in pairs], 1, "x")}')
+              f'{spread([a["staleness_us"]["p99"] / o["staleness_us"]["p99"] for o, a in pairs], 1, "x")}')
         print(f'  queue x {anchor}: '
-              f'{fmt([o["queue_depth_max"] / a["queue_depth_max"] for o, a in pairs], 3, "x")}')
+              f'{spread([o["queue_depth_max"] / a["queue_depth_max"] for o, a in pairs], 3, "x")}')

@@ -8,20 +8,9 @@ same-run ratios against an anchor row (client-go by default).
 <dir> is a `store --out` directory (its runs/*.json) or a directory of committed run files
 (docs/runs/<set>/store-*.json).
 """
-import glob
-import json
-import os
-import statistics
-import sys
+from runfiles import set_reports, spread
 
-if len(sys.argv) not in (2, 3):
-    sys.exit(__doc__)
-out = sys.argv[1]
-anchor = sys.argv[2] if len(sys.argv) == 3 else 'client-go'
-paths = sorted(glob.glob(os.path.join(out, 'runs', 'store-*.json'))) or \
-    sorted(glob.glob(os.path.join(out, 'store-*.json')))
-if not paths:
-    sys.exit(f'{out}: no store-*.json run files (in it or under runs/)')
+out, anchor, reports = set_reports(__doc__, 'store', 'client-go')
 
 
 def cpu_per_update(row):
@@ -61,21 +50,9 @@ def values(row):
     }
 
 
-runs = []
-for path in paths:
-    report = json.load(open(path))
-    if not isinstance(report, dict) or report.get('scenario') != 'store':
-        sys.exit(f'{path}: not a snapinformer-sim store report')
-    runs.append({r['name']: values(r) for r in report['rows']})
+runs = [{r['name']: values(r) for r in report['rows']} for _, report in reports]
 rows = list(runs[0])
 print(f'{len(runs)} runs from {out}; ratios are the median of the same-run ratios against {anchor}')
-
-
-def fmt(xs, digits):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return '-'
-    return f'{statistics.median(xs):,.{digits}f} [{min(xs):,.{digits}f}-{max(xs):,.{digits}f}]'
 
 
 for name in rows:
@@ -86,15 +63,15 @@ for name in rows:
                         ('reads_per_s', 2), ('source_late_ms', 1), ('queued_visible_ms', 1),
                         ('publications', 0), ('window_us', 0), ('loop_cpu_s', 1), ('build_us', 1), ('ns_list_alone_ms', 1),
                         ('list_alone_ms', 1), ('owner_alone_us', 1)):
-        print(f'  {key:18} {fmt([p[key] for p in per], digits)}')
+        print(f'  {key:18} {spread([p[key] for p in per], digits)}')
     if name == anchor:
         continue
     pairs = [(r[name], r[anchor]) for r in runs if name in r and anchor in r]
     if not pairs:
         continue
     lower = [a['p99_ms'] / o['p99_ms'] for o, a in pairs if o['p99_ms']]
-    print(f'  {"x lower at p99":18} {fmt(lower, 0)}')
+    print(f'  {"x lower at p99":18} {spread(lower, 0)}')
     for key, label in (('apply', 'apply x'), ('freed', 'freed x'), ('cpu_us', 'cpu x'),
                        ('heap_b', 'heap x'), ('structure_b', 'structure x')):
         ratios = [o[key] / a[key] for o, a in pairs if o[key] and a[key]]
-        print(f'  {label:18} {fmt(ratios, 2)}')
+        print(f'  {label:18} {spread(ratios, 2)}')
