@@ -15,9 +15,10 @@ give the source's lateness behind its slots (p99) and its time to build an updat
 import glob
 import json
 import os
-import re
 import statistics
 import sys
+
+from runfiles import interleaved_run
 
 args = sys.argv[1:]
 row = 'snapinformer'
@@ -30,11 +31,8 @@ if not args:
 runs = []
 for top in args:
     for path in sorted(glob.glob(os.path.join(top, '**', '*.json'), recursive=True)):
-        name = os.path.basename(path)
-        m = re.match(r'(\d+)-(.+?)-store-', name)
-        if not m and name.startswith('store-'):
-            m = re.match(r'(\d+)-(.+)$', os.path.basename(os.path.dirname(os.path.dirname(path))))
-        if not m:
+        named = interleaved_run(path)
+        if named is None or os.path.basename(path) == 'report.json':
             continue
         report = json.load(open(path))
         if not isinstance(report, dict) or report.get('scenario') != 'store':
@@ -46,7 +44,7 @@ for top in args:
         stages = ours['open_loop_stages']
         pacing = report['params'].get('reader_pacing', {})
         runs.append({
-            'n': int(m.group(1)), 'label': m.group(2), 'started': report['environment']['started_at'],
+            'n': named[0], 'label': named[1], 'started': report['environment']['started_at'],
             'rate': pacing.get('rate', {}).get('per_s'),
             'p50': ours['staleness_us']['p50'] / 1e3, 'p99': ours['staleness_us']['p99'] / 1e3,
             'cg50': theirs['staleness_us']['p50'] / 1e3, 'cg99': theirs['staleness_us']['p99'] / 1e3,

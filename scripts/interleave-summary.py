@@ -10,9 +10,10 @@ copies of a run's own report).
 import glob
 import json
 import os
-import re
 import statistics
 import sys
+
+from runfiles import interleaved_run
 
 if len(sys.argv) != 4:
     sys.exit(__doc__)
@@ -20,13 +21,10 @@ out, row, anchor = sys.argv[1:]
 runs = []
 paths = glob.glob(os.path.join(out, '*-*', 'report.json')) + glob.glob(os.path.join(out, '*-*.json'))
 for path in paths:
-    if os.path.basename(path) == 'report.json':
-        name = os.path.basename(os.path.dirname(path))
-    else:
-        name = os.path.basename(path)[:-len('.json')]
-    number, label = name.split('-', 1)
-    # Thinned copies under docs/runs/ are named <n>-<label>-store-<started>-<run>.json.
-    label = re.sub(r'-(store|seed)-\d{8}T\d{6}Z-\d+$', '', label)
+    named = interleaved_run(path)
+    if named is None:
+        sys.exit(f'{path}: not named <n>-<label> as interleave.sh names its runs')
+    number, label = named
     report = json.load(open(path))
     if not isinstance(report, dict) or 'rows' not in report:
         sys.exit(f'{path}: not a snapinformer-sim report (no rows)')
@@ -35,7 +33,7 @@ for path in paths:
         sys.exit(f'{path}: needs rows {row} and {anchor}, has {", ".join(by)}')
     ours, theirs = by[row], by[anchor]
     runs.append({
-        'run': int(number), 'label': label,
+        'run': number, 'label': label,
         'p99': ours['staleness_us']['p99'] / 1000, 'p99_a': theirs['staleness_us']['p99'] / 1000,
         'apply': ours['apply_per_s_with_readers'], 'apply_a': theirs['apply_per_s_with_readers'],
         'queue': ours['queue_depth_max'], 'queue_a': theirs['queue_depth_max'],

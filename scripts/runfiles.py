@@ -1,10 +1,37 @@
-"""Shared by the set summaries (store-summary.py, seed-set-summary.py): finding and loading the
-run files of a repeated set, and writing a median [min-max]."""
+"""Shared by the summary scripts: finding and loading the run files of a repeated set
+(store-summary.py, seed-set-summary.py), naming the runs of an interleaved set
+(interleave-summary.py, interleave-medians.py), and writing a median [min-max]."""
 import glob
 import json
 import os
+import re
 import statistics
 import sys
+
+# A thinned copy of one run's report, as committed under docs/runs/:
+# <n>-<label>-<scenario>-<started>-<run>.json.
+_THINNED = re.compile(r'(\d+)-(.+?)-(?:store|seed)-\d{8}T\d{6}Z-\d+\.json$')
+# A run's own report, as `--out` writes it under runs/.
+_RUN_FILE = re.compile(r'(?:store|seed)-\d{8}T\d{6}Z-\d+\.json$')
+
+
+def interleaved_run(path):
+    """(run number, variant label) of one run of an interleaved set (scripts/interleave.sh), from
+    where its file lies: <n>-<label>/report.json or <n>-<label>/runs/<scenario>-*.json as the
+    script writes them, <n>-<label>.json or <n>-<label>-<scenario>-*.json as committed under
+    docs/runs/. None for a file named neither way."""
+    name = os.path.basename(path)
+    m = _THINNED.match(name)
+    if m:
+        return int(m.group(1)), m.group(2)
+    if name == 'report.json':
+        name = os.path.basename(os.path.dirname(path))
+    elif _RUN_FILE.match(name):
+        name = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    elif name.endswith('.json'):
+        name = name[:-len('.json')]
+    m = re.match(r'(\d+)-(.+)$', name)
+    return (int(m.group(1)), m.group(2)) if m else None
 
 
 def set_reports(doc, scenario, default_anchor):
