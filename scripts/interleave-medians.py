@@ -8,7 +8,8 @@ this gives the rest, grouped by read rate and variant.
 Reads every `store` run file under the given directories: <out>/<n>-<label>/runs/store-*.json
 as written by interleave.sh, or <n>-<label>-store-*.json as thinned under docs/runs/. Rows
 `snapinformer` (or the row named by --row) and `client-go` are required. The per-run lines also
-give the source's lateness behind its slots (p99) and its time to build an update.
+give the source's lateness behind its slots (p99) and its time to build an update, and for
+client-go the same build time, its namespace lists' median in the loop and its deepest queue.
 
     python3 scripts/interleave-medians.py [--row <row>] <dir> [<dir> ...]
 """
@@ -54,6 +55,9 @@ for top in args:
             'reads': (ours['reader_ops_per_s'], theirs['reader_ops_per_s']),
             'late99': stages['sent_us']['p99'] / 1e3,
             'build': ours.get('open_loop_build_us_per_update') or 0,
+            'cg_build': theirs.get('open_loop_build_us_per_update') or 0,
+            'cg_ns_list': (theirs.get('ns_list_us') or {}).get('p50', 0) / 1e3,
+            'cg_queue': theirs['queue_depth_max'],
         })
 if not runs:
     sys.exit(f'no store run files under {", ".join(args)}')
@@ -63,7 +67,8 @@ for r in runs:
           f"client-go p50 {r['cg50']:,.2f} ms, p99 {r['cg99'] / 1e3:,.2f} s, {r['x']:,.0f}x; queued -> published p99 "
           f"{r['queued99']:.1f} ms; {r['publications']:,} publications; loop CPU {r['cpu']:.1f} s; "
           f"reads/s {r['reads'][0]:.2f} / {r['reads'][1]:.2f}; source late p99 {r['late99']:.1f} ms, "
-          f"{r['build']:.1f} µs an update")
+          f"{r['build']:.1f} µs an update; client-go's {r['cg_build']:.1f} µs, its namespace lists "
+          f"{r['cg_ns_list']:,.0f} ms at the median, its queue {r['cg_queue']:,} at most")
 print()
 print('| reads/s, variant (runs) | our p50 | our p99 | client-go p50 | client-go p99 | x lower | '
       'queued -> published p99 | publications | process CPU in the loop |')

@@ -35,28 +35,49 @@ def interleaved_run(path):
 
 
 def set_reports(doc, scenario, default_anchor):
-    """Reads `<dir> [anchor-row]` from the command line (or exits with `doc`) and returns the
-    directory, the anchor row and the set's reports of `scenario`, oldest first: `<dir>/runs/`
-    as `--out` writes them, or `<dir>/` as committed under docs/runs/."""
-    if len(sys.argv) not in (2, 3):
+    """Reads `<dir> [<dir> ...] [anchor-row]` from the command line (or exits with `doc`) and
+    returns the directories (joined by ", "), the anchor row, whether it was named, and the
+    reports of `scenario` found in them, in order: `<dir>/runs/` as `--out` writes them, or
+    `<dir>/` as committed under docs/runs/. Several directories pool their runs; a last
+    argument that is not a directory names the anchor row."""
+    args = sys.argv[1:]
+    anchor, named = default_anchor, False
+    if len(args) > 1 and not os.path.isdir(args[-1]):
+        anchor, named = args.pop(), True
+    if not args:
         sys.exit(doc)
-    out = sys.argv[1]
-    anchor = sys.argv[2] if len(sys.argv) == 3 else default_anchor
     pattern = f'{scenario}-*.json'
-    paths = sorted(glob.glob(os.path.join(out, 'runs', pattern))) or \
-        sorted(glob.glob(os.path.join(out, pattern)))
-    if not paths:
-        sys.exit(f'{out}: no {pattern} run files (in it or under runs/)')
     reports = []
-    for path in paths:
-        try:
-            report = json.load(open(path))
-        except (OSError, ValueError) as e:
-            sys.exit(f'{path}: {e}')
-        if not isinstance(report, dict) or report.get('scenario') != scenario:
-            sys.exit(f'{path}: not a snapinformer-sim {scenario} report')
-        reports.append((path, report))
-    return out, anchor, reports
+    for out in args:
+        paths = sorted(glob.glob(os.path.join(out, 'runs', pattern))) or \
+            sorted(glob.glob(os.path.join(out, pattern)))
+        if not paths:
+            sys.exit(f'{out}: no {pattern} run files (in it or under runs/)')
+        for path in paths:
+            try:
+                report = json.load(open(path))
+            except (OSError, ValueError) as e:
+                sys.exit(f'{path}: {e}')
+            if not isinstance(report, dict) or report.get('scenario') != scenario:
+                sys.exit(f'{path}: not a snapinformer-sim {scenario} report')
+            reports.append((path, report))
+    return ', '.join(args), anchor, named, reports
+
+
+def row_names(runs, anchor, named):
+    """The rows of `runs` (dicts by row name), in their first order; exits if the anchor row was
+    named and none of the runs has it (without it, a set gives no ratios)."""
+    names = list(dict.fromkeys(name for run in runs for name in run))
+    if named and anchor not in names:
+        sys.exit(f'no run has the anchor row {anchor!r}; rows: {", ".join(names)}')
+    return names
+
+
+def heading(runs, out, anchor):
+    """The first line of a set's summary: how many runs, from where, against which row."""
+    missing = '' if any(anchor in run for run in runs) else ' (in none of the runs: no ratios)'
+    return (f'{len(runs)} runs from {out}; ratios are the median of the same-run ratios '
+            f'against {anchor}{missing}')
 
 
 def spread(xs, digits, unit=''):

@@ -5,25 +5,25 @@ own lateness, the queue's maximum, the time until every pod ran, the peak heap a
 the wrong decisions summed over the runs, and the median of the same-run ratios of the p99 and
 the queue maximum against an anchor row (locked-batch+ryw by default).
 
-    python3 scripts/seed-set-summary.py <dir> [anchor-row]
+    python3 scripts/seed-set-summary.py <dir> [<dir> ...] [anchor-row]
 
 <dir> is a `seed --out` directory (its runs/*.json) or a directory of committed run files
-(docs/runs/<set>/seed-*.json).
+(docs/runs/<set>/seed-*.json). Several directories pool their runs.
 """
 import sys
 
-from runfiles import set_reports, spread
+from runfiles import heading, row_names, set_reports, spread
 
-out, anchor, reports = set_reports(__doc__, 'seed', 'locked-batch+ryw')
+out, anchor, anchor_named, reports = set_reports(__doc__, 'seed', 'locked-batch+ryw')
 runs = []
 for path, report in reports:
     if len(report.get('modes') or []) != 1:
         sys.exit(f'{path}: {len(report.get("modes") or [])} modes; summarise one mode at a time')
     runs.append({r['name']: r for r in report['modes'][0]['rows']})
-print(f'{len(runs)} runs from {out}; ratios are the median of the same-run ratios against {anchor}')
+print(heading(runs, out, anchor))
 
 
-for name in runs[0]:
+for name in row_names(runs, anchor, anchor_named):
     per = [r[name] for r in runs if name in r]
     print(f'\n{name} ({len(per)} runs)')
     print(f'  staleness p50      {spread([r["staleness_us"]["p50"] / 1e3 for r in per], 1, " ms")}')
