@@ -34,6 +34,24 @@ def interleaved_run(path):
     return (int(m.group(1)), m.group(2)) if m else None
 
 
+def interleaved_paths(out):
+    """The run files of an interleaved set in <out>, as (run number, label, path) in run order:
+    <n>-<label>/report.json as scripts/interleave.sh writes them, or the thinned copies committed
+    under docs/runs/ (<n>-<label>-<scenario>-*.json, from scripts/thin-runs.py, or
+    <n>-<label>.json). Exits if there are none, or if a file is named neither way."""
+    paths = glob.glob(os.path.join(out, '*-*', 'report.json')) + \
+        glob.glob(os.path.join(out, '*-*.json'))
+    if not paths:
+        sys.exit(f'{out}: no <n>-<label>/report.json and no <n>-<label>-*.json run files')
+    runs = []
+    for path in paths:
+        named = interleaved_run(path)
+        if named is None:
+            sys.exit(f'{path}: not named <n>-<label> as interleave.sh names its runs')
+        runs.append((*named, path))
+    return sorted(runs)
+
+
 def set_reports(doc, scenario, default_anchor):
     """Reads `<dir> [<dir> ...] [anchor-row]` from the command line (or exits with `doc`) and
     returns the directories (joined by ", "), the anchor row, whether it was named, and the

@@ -4,7 +4,7 @@ the controllers' threads, the cluster model's stream, and the cache's own pipeli
 thread group: our informer's runtime, handler threads and reclaimer, or a baseline's applier and
 handler thread), then each row's median [min-max]. Reads the per-run reports a `seed --repeat N
 --out <dir>` run writes under <dir>/runs/ (or their thinned copies, docs/runs/*/seed-*.json), or the <n>-<label>/report.json files of
-scripts/interleave.sh.
+scripts/interleave.sh (or their thinned copies), each variant apart.
 
     python3 scripts/seed-cpu.py <out-dir>
 """
@@ -14,18 +14,21 @@ import os
 import statistics
 import sys
 
+from runfiles import interleaved_paths
+
 if len(sys.argv) != 2:
     sys.exit(__doc__)
 out = sys.argv[1]
-paths = (sorted(glob.glob(os.path.join(out, 'runs', '*.json')))
-         or sorted(glob.glob(os.path.join(out, '*-*', 'report.json')))
-         or sorted(glob.glob(os.path.join(out, 'seed-*.json'))))
+# (path, variant): an interleaved set's runs keep their variant's label, so that each variant's
+# runs are summarised apart.
+paths = [(p, '') for p in (sorted(glob.glob(os.path.join(out, 'runs', '*.json')))
+                           or sorted(glob.glob(os.path.join(out, 'seed-*.json'))))]
 if not paths:
-    sys.exit(f'{out}: no runs/*.json, <n>-<label>/report.json or seed-*.json files')
+    paths = [(p, label) for _, label, p in interleaved_paths(out)]
 rows = {}
 print('| run | row | all Running | controllers | stream | pipeline | pipeline by group | total |')
 print('|---|---|---:|---:|---:|---:|---|---:|')
-for path in paths:
+for path, variant in paths:
     run = os.path.relpath(path, out)
     for mode in json.load(open(path))['modes']:
         for r in mode['rows']:
@@ -36,7 +39,7 @@ for path in paths:
             pipe = {g: s for g, s in cpu.items() if g not in ('controller', 'watch-stream')}
             t = r.get('time_to_all_running_s')
             vals = dict(ctl=ctl, stream=stream, pipe=sum(pipe.values()), total=sum(cpu.values()))
-            rows.setdefault(r['name'], []).append(vals)
+            rows.setdefault(f"{variant} {r['name']}".strip(), []).append(vals)
             groups = ', '.join(f'{g} {s:.1f}' for g, s in sorted(pipe.items(), key=lambda x: -x[1]) if s >= 0.1)
             print(f"| {run} | {r['name']} | {f'{t:.1f} s' if t else 'not in time'} | {ctl:.1f} s | {stream:.1f} s "
                   f"| {vals['pipe']:.1f} s | {groups} | {vals['total']:.1f} s |")
