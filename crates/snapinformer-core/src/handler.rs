@@ -65,6 +65,14 @@ pub(crate) type HandlerReclaimer<T> = Arc<Mutex<Reclaimer<Vec<Notification<T>>>>
 
 /// Notifications a handler thread collects before it hands them to the reclaimer: at most
 /// this many, and whatever it holds when its buffer runs empty.
+///
+/// Under a stream of small publications a thread's buffer runs empty after nearly each one,
+/// and each hand-over may wake the reclaimer. Holding them for a millisecond instead (a timed
+/// wait on the buffer) was measured and not adopted: it saved CPU under `seed`'s bursts, but
+/// in the `store` benchmark the freeing only moved to the handler reclaimer (the handler's
+/// reference to a replaced object became the last one), the timed waits cost the handler
+/// thread more, and the staleness p99 rose (BENCHMARKS.md, "Handler threads holding what they
+/// handled for 1 ms").
 const HANDLER_GARBAGE_BATCH: usize = 1000;
 
 impl<T> fmt::Debug for Notification<T> {

@@ -1271,6 +1271,43 @@ impl Drop for Traced {
 }
 
 #[tokio::test]
+async fn handled_notifications_reach_the_reclaimer_soon_after_the_stream_stops() {
+    // A handler thread holds what it handled for a short while, so that it need not wake the
+    // reclaimer at every publication; with nothing more to handle it must still let go soon,
+    // not at its next batch or at shutdown.
+    let freed_on: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let traced = |rv: u64| {
+        Arc::new(Traced { name: "a".into(), rv: rv.to_string(), freed_on: freed_on.clone() })
+    };
+    let store = StoreBuilder::new(snapinformer_store::ObjectAccess::<Traced>::of());
+    let inf = InformerBuilder::with_store(store).name("linger").build().unwrap();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let h = handled.clone();
+    inf.add_event_handler_with(
+        move |_: &Notification<Traced>| {
+            h.fetch_add(1, Ordering::SeqCst);
+        },
+        HandlerOptions::new().name("quick"),
+    )
+    .unwrap();
+    inf.start().unwrap();
+    inf.queue().update(traced(1)).unwrap();
+    inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
+    inf.queue().update(traced(2)).unwrap();
+    inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
+    eventually("2 notifications handled", || handled.load(Ordering::SeqCst) == 2).await;
+    // Version 1 is held by the store's superseded version (dropped by its reclaimer) and by
+    // the handler's two notifications; all three must let go while the informer runs on.
+    eventually("version 1 freed while the informer runs", || {
+        freed_on.lock().unwrap().iter().any(|(rv, _)| rv == "1")
+    })
+    .await;
+    let freed = freed_on.lock().unwrap().clone();
+    assert!(freed.iter().all(|(rv, _)| rv == "1"), "only version 1 is superseded: {freed:?}");
+    inf.shutdown().await;
+}
+
+#[tokio::test]
 async fn handler_threads_leave_freeing_superseded_objects_to_a_reclaimer() {
     for background in [true, false] {
         let freed_on: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
