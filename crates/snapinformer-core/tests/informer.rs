@@ -1281,21 +1281,15 @@ async fn handled_notifications_reach_the_reclaimer_soon_after_the_stream_stops()
     };
     let store = StoreBuilder::new(snapinformer_store::ObjectAccess::<Traced>::of());
     let inf = InformerBuilder::with_store(store).name("linger").build().unwrap();
-    let handled = Arc::new(AtomicUsize::new(0));
-    let h = handled.clone();
-    inf.add_event_handler_with(
-        move |_: &Notification<Traced>| {
-            h.fetch_add(1, Ordering::SeqCst);
-        },
-        HandlerOptions::new().name("quick"),
-    )
-    .unwrap();
+    let quick = inf
+        .add_event_handler_with(|_: &Notification<Traced>| {}, HandlerOptions::new().name("quick"))
+        .unwrap();
     inf.start().unwrap();
     inf.queue().update(traced(1)).unwrap();
     inf.wait_for("1", Duration::from_secs(5)).await.unwrap();
     inf.queue().update(traced(2)).unwrap();
     inf.wait_for("2", Duration::from_secs(5)).await.unwrap();
-    eventually("2 notifications handled", || handled.load(Ordering::SeqCst) == 2).await;
+    eventually("2 notifications handled", || quick.handled() == 2).await;
     // Version 1 is held by the store's superseded version (dropped by its reclaimer) and by
     // the handler's two notifications; all three must let go while the informer runs on.
     eventually("version 1 freed while the informer runs", || {
