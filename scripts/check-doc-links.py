@@ -62,16 +62,16 @@ def main():
     os.chdir(root)
     files = sys.argv[1:] or subprocess.run(['git', 'ls-files', '*.md'], capture_output=True,
                                            text=True, check=True).stdout.split()
-    cache = {}
+    scanned = {}
 
-    def anchors_of(path):
-        if path not in cache:
-            cache[path] = scan(path)[0]
-        return cache[path]
+    def scan_once(path):
+        if path not in scanned:
+            scanned[path] = scan(path)
+        return scanned[path]
 
     broken, checked = [], 0
     for source in files:
-        _, links = scan(source)
+        _, links = scan_once(source)
         for number, target in links:
             if re.match(r'^[a-z][a-z0-9+.-]*:', target):  # http:, https:, mailto:, ...
                 continue
@@ -87,7 +87,7 @@ def main():
                 if not resolved.endswith('.md') or os.path.isdir(resolved):
                     broken.append(f'{source}:{number}: {target}: an anchor into {resolved}, '
                                   'which is not a Markdown file')
-                elif anchor.lower() not in anchors_of(resolved):
+                elif anchor.lower() not in scan_once(resolved)[0]:
                     broken.append(f'{source}:{number}: {target}: no heading in {resolved} '
                                   f'has the anchor #{anchor}')
     for line in broken:

@@ -7,24 +7,17 @@ copies of a run's own report).
 
     python3 scripts/interleave-summary.py <out-dir> <row> <anchor-row>
 """
-import glob
 import json
-import os
 import statistics
 import sys
 
-from runfiles import interleaved_run
+from runfiles import interleaved_paths
 
 if len(sys.argv) != 4:
     sys.exit(__doc__)
 out, row, anchor = sys.argv[1:]
 runs = []
-paths = glob.glob(os.path.join(out, '*-*', 'report.json')) + glob.glob(os.path.join(out, '*-*.json'))
-for path in paths:
-    named = interleaved_run(path)
-    if named is None:
-        sys.exit(f'{path}: not named <n>-<label> as interleave.sh names its runs')
-    number, label = named
+for number, label, path in interleaved_paths(out):
     report = json.load(open(path))
     if not isinstance(report, dict) or 'rows' not in report:
         sys.exit(f'{path}: not a snapinformer-sim report (no rows)')

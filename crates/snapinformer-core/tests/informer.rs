@@ -1272,9 +1272,9 @@ impl Drop for Traced {
 
 #[tokio::test]
 async fn handled_notifications_reach_the_reclaimer_soon_after_the_stream_stops() {
-    // A handler thread holds what it handled for a short while, so that it need not wake the
-    // reclaimer at every publication; with nothing more to handle it must still let go soon,
-    // not at its next batch or at shutdown.
+    // A handler thread hands what it handled to the reclaimer in batches and whenever its
+    // buffer runs empty: with nothing more to handle it must let go while the informer runs,
+    // not at its next full batch or at shutdown.
     let freed_on: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
     let traced = |rv: u64| {
         Arc::new(Traced { name: "a".into(), rv: rv.to_string(), freed_on: freed_on.clone() })
