@@ -1,5 +1,5 @@
-//! Event handlers: each has its own buffer and its own thread, so a slow handler delays neither
-//! the store nor the other handlers.
+//! Event handlers: each has its own buffer and its own thread (or, if it asks, its own task on
+//! the Tokio runtime), so a slow handler delays neither the store nor the other handlers.
 
 use std::{
     collections::VecDeque,
@@ -220,17 +220,51 @@ pub struct HandlerOptions {
     /// delivers the next notification, so that a handler that panics on everything does not
     /// spin (client-go waits one second). Default one second.
     pub panic_delay: Duration,
+    /// Where the handler's calls run: a thread of its own (the default) or a task on the Tokio
+    /// runtime the handler was registered from.
+    pub execution: HandlerExecution,
 }
 
 impl Default for HandlerOptions {
     fn default() -> Self {
-        HandlerOptions { name: None, resync_period: None, panic_delay: Duration::from_secs(1) }
+        HandlerOptions {
+            name: None,
+            resync_period: None,
+            panic_delay: Duration::from_secs(1),
+            execution: HandlerExecution::Thread,
+        }
     }
+}
+
+/// Where a handler's calls run ([`HandlerOptions::execution`]).
+///
+/// Either way the handler has a buffer of its own, receives its notifications in order and one
+/// at a time, and a slow handler delays neither the store nor the other handlers.
+///
+/// - [`Thread`](Self::Thread), the default: a thread of the handler's own. Its calls may block
+///   (on I/O, on a lock, on a slow computation) without harm to anything but its own buffer.
+///   Each publication that finds the thread waiting wakes it: a system call, and on a busy
+///   machine a wait for a core.
+/// - [`Task`](Self::Task): a task on the Tokio runtime the handler was registered from, much
+///   as client-go runs each handler on a goroutine. A publication wakes the task, not a thread:
+///   when the informer's processing loop runs on the same runtime, the handler usually runs on
+///   the same worker right after the loop yields. The calls must not block: a blocking call
+///   holds a runtime worker. Handlers that only look at the object and enqueue a key (a
+///   controller's) are the case it is made for. The task yields to the runtime after every 64
+///   notifications and every 1,024 objects of a late handler's replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HandlerExecution {
+    /// A thread of the handler's own (the default).
+    #[default]
+    Thread,
+    /// A task on the Tokio runtime the handler was registered from; its calls must not block.
+    Task,
 }
 
 impl HandlerOptions {
     /// Default options: no name, the informer's default resync period, one second after a
-    /// panic.
+    /// panic, a thread of the handler's own.
     pub fn new() -> Self {
         Self::default()
     }
@@ -253,6 +287,12 @@ impl HandlerOptions {
         self.panic_delay = delay;
         self
     }
+
+    /// Sets where the handler's calls run (see [`HandlerExecution`]).
+    pub fn execution(mut self, execution: HandlerExecution) -> Self {
+        self.execution = execution;
+        self
+    }
 }
 
 /// What a handler's buffer holds.
@@ -272,10 +312,15 @@ struct BufferState<T: Send + Sync + 'static, B: Backend> {
     waiting: bool,
 }
 
-/// One handler's buffer: unbounded, drained by the handler's own thread.
+/// One handler's buffer: unbounded, drained by the handler's own thread or task.
 pub(crate) struct Buffer<T: Send + Sync + 'static, B: Backend> {
     state: Mutex<BufferState<T, B>>,
+    /// Wakes a handler thread.
     ready: Condvar,
+    /// Wakes a handler task (a permit is kept if the task is not yet waiting on it).
+    ready_task: tokio::sync::Notify,
+    /// Whether a task drains the buffer (else a thread).
+    task: bool,
     depth: Gauge,
 }
 
@@ -298,6 +343,15 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
             self.depth.inc_by(added as i64);
         }
         if wake {
+            self.wake();
+        }
+    }
+
+    /// Wakes the handler's thread or task.
+    fn wake(&self) {
+        if self.task {
+            self.ready_task.notify_one();
+        } else {
             self.ready.notify_one();
         }
     }
@@ -312,7 +366,44 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
             self.depth.dec_by(dropped as i64);
         }
         drop(st);
-        self.ready.notify_all();
+        if self.task {
+            self.ready_task.notify_one();
+        } else {
+            self.ready.notify_all();
+        }
+    }
+
+    /// Takes the next message if there is one, and whether more are buffered behind it.
+    /// `Err(true)` if the buffer is closed and (if drained) empty, `Err(false)` if it is
+    /// merely empty (then `waiting` is set: the next push wakes the handler).
+    fn try_next(&self, st: &mut BufferState<T, B>) -> Result<(Message<T, B>, bool), bool> {
+        if let Some(msg) = st.items.pop_front() {
+            crate::spare::shrink_deque(&mut st.items);
+            self.depth.dec();
+            return Ok((msg, !st.items.is_empty()));
+        }
+        if st.closed {
+            return Err(true);
+        }
+        st.waiting = true;
+        Err(false)
+    }
+
+    /// [`next`](Self::next) for a handler task: waits on the runtime instead of blocking.
+    async fn next_async(&self) -> Option<(Message<T, B>, bool)> {
+        loop {
+            {
+                let mut st = self.lock();
+                st.waiting = false;
+                match self.try_next(&mut st) {
+                    Ok(next) => return Some(next),
+                    Err(true) => return None,
+                    Err(false) => {}
+                }
+            }
+            // A push between the unlock and this wait leaves a permit: no wake-up is lost.
+            self.ready_task.notified().await;
+        }
     }
 
     /// The next message, waiting for one, and whether more are buffered behind it; `None`
@@ -320,15 +411,11 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
     fn next(&self) -> Option<(Message<T, B>, bool)> {
         let mut st = self.lock();
         loop {
-            if let Some(msg) = st.items.pop_front() {
-                crate::spare::shrink_deque(&mut st.items);
-                self.depth.dec();
-                return Some((msg, !st.items.is_empty()));
+            match self.try_next(&mut st) {
+                Ok(next) => return Some(next),
+                Err(true) => return None,
+                Err(false) => {}
             }
-            if st.closed {
-                return None;
-            }
-            st.waiting = true;
             st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
             st.waiting = false;
         }
@@ -381,17 +468,91 @@ impl Drop for StoppedOnDrop {
     }
 }
 
-/// Starts a handler's thread. With a `reclaimer`, the thread frees no object itself: it hands
-/// the notifications it has handled to the reclaimer (in batches, and whenever its buffer runs
-/// empty), so that a handler's progress never includes freeing the state an update superseded
-/// (about 20 µs for a `k8s_openapi` pod), as Go's handlers leave that to the garbage collector.
+/// How many notifications a handler task delivers before it yields to the runtime.
+const TASK_NOTIFICATIONS_PER_TURN: usize = 64;
+/// How many objects of a replay a handler task delivers before it yields to the runtime.
+const TASK_REPLAY_PER_TURN: usize = 1024;
+
+/// What a handler's thread or task keeps between messages: the handler, its bookkeeping, and
+/// the handled notifications not yet handed to the reclaimer.
+struct Delivery<T: Send + Sync + 'static, H> {
+    handler: H,
+    name: Arc<str>,
+    shared: Arc<HandlerShared>,
+    reclaimer: Option<HandlerReclaimer<T>>,
+    garbage: Vec<Notification<T>>,
+}
+
+impl<T: Send + Sync + 'static, H: EventHandler<T>> Delivery<T, H> {
+    /// Calls the handler with one notification; returns whether the call panicked.
+    fn notify(&mut self, n: Notification<T>) -> bool {
+        let handler = &mut self.handler;
+        let result = catch_unwind(AssertUnwindSafe(|| match &n {
+            Notification::Add { obj, is_in_initial_list } => {
+                handler.on_add(obj, *is_in_initial_list)
+            }
+            Notification::Update { old, new } => handler.on_update(old, new),
+            Notification::Delete { obj } => handler.on_delete(obj),
+        }));
+        if self.reclaimer.is_some() {
+            self.garbage.push(n);
+        }
+        result.is_err()
+    }
+
+    /// Calls the handler with `objects` as initial adds; returns whether a call panicked (the
+    /// rest of the replay is then skipped).
+    fn replay<'a>(&mut self, objects: impl Iterator<Item = &'a Arc<T>>) -> bool {
+        let handler = &mut self.handler;
+        catch_unwind(AssertUnwindSafe(|| {
+            for obj in objects {
+                handler.on_add(obj, true);
+            }
+        }))
+        .is_err()
+    }
+
+    /// The bookkeeping after a message: panics, counts, the initial list's progress, and the
+    /// hand-over of handled notifications (in batches, and whenever the buffer runs empty).
+    fn finish(&mut self, initial: bool, panicked: bool, more: bool) {
+        if panicked {
+            self.shared.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(handler = %self.name, "event handler panicked; notification skipped");
+        }
+        self.shared.handled.fetch_add(1, Ordering::Relaxed);
+        if initial && self.shared.pending_initial.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.shared.bump();
+        }
+        if !more || self.garbage.len() >= HANDLER_GARBAGE_BATCH {
+            self.hand_over();
+        }
+    }
+
+    fn hand_over(&mut self) {
+        if let (Some(reclaimer), false) = (&self.reclaimer, self.garbage.is_empty()) {
+            let batch = std::mem::take(&mut self.garbage);
+            let weight = batch.len();
+            // Beyond the bound the batch is dropped here, as the store's writer frees inline
+            // when its reclaimer is that far behind.
+            crate::informer::lock(reclaimer).hand_over(batch, weight, RECLAIM_BACKLOG_MIN);
+        }
+    }
+}
+
+/// Starts a handler's thread, or with [`HandlerExecution::Task`] its task on `runtime`. With a
+/// `reclaimer`, the handler frees no object itself: it hands the notifications it has handled
+/// to the reclaimer (in batches, and whenever its buffer runs empty), so that a handler's
+/// progress never includes freeing the state an update superseded (about 20 µs for a
+/// `k8s_openapi` pod), as Go's handlers leave that to the garbage collector.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn_handler<T, B, H>(
     name: &str,
-    mut handler: H,
+    handler: H,
     depth: Gauge,
     shared: Arc<HandlerShared>,
     panic_delay: Duration,
     reclaimer: Option<HandlerReclaimer<T>>,
+    runtime: Option<tokio::runtime::Handle>,
 ) -> std::io::Result<Arc<Buffer<T, B>>>
 where
     T: Send + Sync + 'static,
@@ -401,67 +562,72 @@ where
     let buffer = Arc::new(Buffer {
         state: Mutex::new(BufferState { items: VecDeque::new(), closed: false, waiting: false }),
         ready: Condvar::new(),
+        ready_task: tokio::sync::Notify::new(),
+        task: runtime.is_some(),
         depth,
     });
     let buf = buffer.clone();
+    let mut delivery =
+        Delivery { handler, name: name.into(), shared, reclaimer, garbage: Vec::new() };
+    if let Some(runtime) = runtime {
+        runtime.spawn(async move {
+            let _stopped = StoppedOnDrop(delivery.shared.clone());
+            let mut after_panic = false;
+            let mut turn = 0;
+            while let Some((msg, more)) = buf.next_async().await {
+                if after_panic {
+                    tokio::time::sleep(panic_delay).await;
+                }
+                let (initial, panicked) = match msg {
+                    Message::Notify(n, initial) => (initial, delivery.notify(n)),
+                    Message::Replay(snapshot) => {
+                        // The snapshot's iterator cannot be held across a yield (it need not
+                        // be `Send`): the replay walks a list of the objects instead.
+                        let objects: Vec<Arc<T>> = snapshot.iter().cloned().collect();
+                        drop(snapshot);
+                        let mut panicked = false;
+                        for (i, part) in objects.chunks(TASK_REPLAY_PER_TURN).enumerate() {
+                            if i > 0 {
+                                tokio::task::yield_now().await;
+                            }
+                            panicked = delivery.replay(part.iter());
+                            if panicked {
+                                break;
+                            }
+                        }
+                        (true, panicked)
+                    }
+                };
+                after_panic = panicked;
+                delivery.finish(initial, panicked, more);
+                turn += 1;
+                if turn == TASK_NOTIFICATIONS_PER_TURN {
+                    turn = 0;
+                    tokio::task::yield_now().await;
+                }
+            }
+            delivery.hand_over();
+        });
+        return Ok(buffer);
+    }
     // A NUL byte would make the spawn panic; Linux keeps the first 15 bytes.
     let thread_name = format!("handler-{}", name.replace('\0', ""));
-    let handler_name: Arc<str> = name.into();
     std::thread::Builder::new().name(thread_name).spawn(move || {
-        let _stopped = StoppedOnDrop(shared.clone());
+        let _stopped = StoppedOnDrop(delivery.shared.clone());
         let mut after_panic = false;
-        let mut garbage: Vec<Notification<T>> = Vec::new();
-        let hand_over = |garbage: &mut Vec<Notification<T>>| {
-            if let (Some(reclaimer), false) = (&reclaimer, garbage.is_empty()) {
-                let batch = std::mem::take(garbage);
-                let weight = batch.len();
-                // Beyond the bound the batch is dropped here, as the store's writer frees
-                // inline when its reclaimer is that far behind.
-                crate::informer::lock(reclaimer).hand_over(batch, weight, RECLAIM_BACKLOG_MIN);
-            }
-        };
         while let Some((msg, more)) = buf.next() {
             if after_panic {
                 // As client-go does: a handler that panics on everything must not spin.
                 std::thread::sleep(panic_delay);
             }
-            let (initial, result) = match msg {
-                Message::Notify(n, initial) => {
-                    let r = catch_unwind(AssertUnwindSafe(|| match &n {
-                        Notification::Add { obj, is_in_initial_list } => {
-                            handler.on_add(obj, *is_in_initial_list)
-                        }
-                        Notification::Update { old, new } => handler.on_update(old, new),
-                        Notification::Delete { obj } => handler.on_delete(obj),
-                    }));
-                    if reclaimer.is_some() {
-                        garbage.push(n);
-                    }
-                    (initial, r)
-                }
-                Message::Replay(snapshot) => {
-                    let r = catch_unwind(AssertUnwindSafe(|| {
-                        for obj in snapshot.iter() {
-                            handler.on_add(obj, true);
-                        }
-                    }));
-                    (true, r)
-                }
+            let (initial, panicked) = match msg {
+                Message::Notify(n, initial) => (initial, delivery.notify(n)),
+                Message::Replay(snapshot) => (true, delivery.replay(snapshot.iter())),
             };
-            after_panic = result.is_err();
-            if after_panic {
-                shared.panics.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(handler = %handler_name, "event handler panicked; notification skipped");
-            }
-            shared.handled.fetch_add(1, Ordering::Relaxed);
-            if initial && shared.pending_initial.fetch_sub(1, Ordering::SeqCst) == 1 {
-                shared.bump();
-            }
-            if !more || garbage.len() >= HANDLER_GARBAGE_BATCH {
-                hand_over(&mut garbage);
-            }
+            after_panic = panicked;
+            delivery.finish(initial, panicked, more);
         }
-        hand_over(&mut garbage);
+        delivery.hand_over();
     })?;
     Ok(buffer)
 }

@@ -22,8 +22,8 @@ use crate::{
     delta::{DeltaType, PoppedBatch},
     freshness::{self, Freshness, FreshnessPolicy, Progress, RvTracker, parse_resource_version},
     handler::{
-        Buffer, EventHandler, HandlerOptions, HandlerReclaimer, HandlerRegistration, HandlerShared,
-        Message, Notification, spawn_handler,
+        Buffer, EventHandler, HandlerExecution, HandlerOptions, HandlerReclaimer,
+        HandlerRegistration, HandlerShared, Message, Notification, spawn_handler,
     },
     metrics::{HandlerLabels, InformerMetrics},
     queue::{DeltaFifo, KnownObjects, Queue, QueueConfig, RealFifo},
@@ -58,6 +58,12 @@ pub enum Error {
     /// A handler with this name is already registered.
     #[error("an event handler named {0:?} is already registered")]
     DuplicateHandlerName(String),
+    /// A handler asked to run as a task ([`HandlerExecution::Task`]) was registered outside a
+    /// Tokio runtime; nothing was registered.
+    #[error(
+        "event handler {0:?} runs as a task (HandlerExecution::Task) and must be registered from within a Tokio runtime"
+    )]
+    NoRuntimeForHandler(String),
     /// The handler's thread could not be started.
     #[error("cannot start the handler thread: {0}")]
     Thread(#[source] std::io::Error),
@@ -793,7 +799,8 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
     ///
     /// The handler first receives every object of the current snapshot as an add
     /// (`is_in_initial_list = true`), then every change published after that snapshot: no
-    /// gap, no duplicate. It runs on its own thread and has its own unbounded buffer.
+    /// gap, no duplicate. It runs on its own thread (or, with [`HandlerExecution::Task`], as a
+    /// task on the calling Tokio runtime) and has its own unbounded buffer.
     ///
     /// **Resync periods** follow client-go's rules. The handler's period is its
     /// [`HandlerOptions::resync_period`], or else the informer's
@@ -845,6 +852,13 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
                 }
             }
         }
+        let runtime = match options.execution {
+            HandlerExecution::Thread => None,
+            HandlerExecution::Task => Some(
+                tokio::runtime::Handle::try_current()
+                    .map_err(|_| Error::NoRuntimeForHandler(name.to_string()))?,
+            ),
+        };
         let resync_period = effective_resync_period(requested, dist.check_period);
         let labels = HandlerLabels { handler: name.to_string() };
         let depth = self.shared.metrics.handler_buffer_depth.get_or_create(&labels).clone();
@@ -858,6 +872,7 @@ impl<T: Send + Sync + 'static, B: Backend> Informer<T, B> {
             hshared.clone(),
             options.panic_delay,
             self.shared.handler_reclaimer(),
+            runtime,
         )
         .map_err(Error::Thread)?;
         // The snapshot is taken under the distributor lock: every publication after it is

@@ -128,7 +128,8 @@ pub use delta::{DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, PoppedB
 pub use factory::InformerFactory;
 pub use freshness::{Freshness, FreshnessPolicy, Progress, parse_resource_version};
 pub use handler::{
-    EventHandler, FilteringHandler, HandlerOptions, HandlerRegistration, Notification,
+    EventHandler, FilteringHandler, HandlerExecution, HandlerOptions, HandlerRegistration,
+    Notification,
 };
 pub use informer::{
     DEFAULT_BATCH_WINDOW, Informer, InformerBuilder, MIN_RESYNC_PERIOD, Processing, Published,

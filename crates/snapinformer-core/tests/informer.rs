@@ -14,8 +14,8 @@ use std::{
 
 use common::{Obj, access, eventually, key, labeled, obj};
 use snapinformer_core::{
-    DeltaObject, HandlerOptions, Informer, InformerBuilder, InformerFactory, Notification,
-    Processing, Published, QueueKind,
+    DeltaObject, HandlerExecution, HandlerOptions, Informer, InformerBuilder, InformerFactory,
+    Notification, Processing, Published, QueueKind,
 };
 use snapinformer_store::{IndexFn, StoreBuilder};
 use tokio::time::timeout;
@@ -249,8 +249,14 @@ async fn late_handler_gets_snapshot_then_every_later_change_without_gap_or_dupli
         let mut models = Vec::new();
         for round in 0..6 {
             let model = Arc::new(Mutex::new(Model::default()));
+            // Every other handler runs as a task: the same guarantee either way.
+            let execution =
+                if round % 2 == 1 { HandlerExecution::Task } else { HandlerExecution::Thread };
             let reg = inf
-                .add_event_handler_with(model_handler(model.clone()), HandlerOptions::new())
+                .add_event_handler_with(
+                    model_handler(model.clone()),
+                    HandlerOptions::new().execution(execution),
+                )
                 .unwrap();
             models.push((reg, model));
             tokio::time::sleep(Duration::from_millis(1 + round)).await;

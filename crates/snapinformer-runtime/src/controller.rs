@@ -15,7 +15,7 @@ use futures::FutureExt;
 use kube::Resource;
 use prometheus_client::registry::Registry;
 use snapinformer_core::{
-    HandlerOptions, HandlerRegistration, Informer, Notification, WorkQueue,
+    HandlerExecution, HandlerOptions, HandlerRegistration, Informer, Notification, WorkQueue,
     workqueue::{TokioClock, WorkQueueConfig, default_controller_rate_limiter},
 };
 use snapinformer_store::Backend;
@@ -74,6 +74,10 @@ pub struct Config {
     pub expectations_timeout: Duration,
     /// The longest a graceful shutdown waits for running reconciles; then they are cancelled.
     pub shutdown_timeout: Duration,
+    /// Where the controller's event handlers run (they look at the object and queue keys, and
+    /// never block): a thread each (the default) or a task each on the runtime the controller
+    /// runs on ([`HandlerExecution::Task`]).
+    pub handler_execution: HandlerExecution,
 }
 
 impl Default for Config {
@@ -85,6 +89,7 @@ impl Default for Config {
             ryw_timeout_policy: OnTimeout::Reconcile,
             expectations_timeout: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
+            handler_execution: HandlerExecution::Thread,
         }
     }
 }
@@ -123,6 +128,12 @@ impl Config {
     /// Sets the graceful-shutdown bound.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sets where the controller's event handlers run.
+    pub fn handler_execution(mut self, execution: HandlerExecution) -> Self {
+        self.handler_execution = execution;
         self
     }
 }
@@ -609,6 +620,7 @@ where
         let informer = informer.clone();
         let mapper = Arc::new(mapper);
         self.wirings.push(Box::new(move |shared: &Arc<Shared>| {
+            let execution = shared.config().handler_execution;
             let shared = shared.clone();
             let handler = move |n: &Notification<C>| {
                 let obj = match n {
@@ -620,7 +632,7 @@ where
                     shared.queue.add(key);
                 }
             };
-            register(&informer, handler, "watches")
+            register(&informer, handler, "watches", execution)
         }));
         self
     }
@@ -632,6 +644,7 @@ where
     {
         let informer = informer.clone();
         self.wirings.push(Box::new(move |shared: &Arc<Shared>| {
+            let execution = shared.config().handler_execution;
             let shared = shared.clone();
             let handler = move |n: &Notification<C>| match (role, n) {
                 (Role::Primary, n) => {
@@ -668,7 +681,7 @@ where
                 Role::Primary => "primary",
                 Role::Owned => "owns",
             };
-            register(&informer, handler, role)
+            register(&informer, handler, role, execution)
         }));
     }
 
@@ -761,7 +774,12 @@ pub struct Stopped {
     pub cancelled: usize,
 }
 
-fn register<C, B, H>(informer: &Informer<C, B>, handler: H, role: &str) -> Result<Unwire>
+fn register<C, B, H>(
+    informer: &Informer<C, B>,
+    handler: H,
+    role: &str,
+    execution: HandlerExecution,
+) -> Result<Unwire>
 where
     C: Send + Sync + 'static,
     B: Backend,
@@ -772,7 +790,7 @@ where
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let registration: HandlerRegistration = informer.add_event_handler_with(
         handler,
-        HandlerOptions::new().name(format!("controller-{role}-{n}")),
+        HandlerOptions::new().name(format!("controller-{role}-{n}")).execution(execution),
     )?;
     let informer = informer.clone();
     Ok(Box::new(move || {

@@ -26,7 +26,7 @@ use kube::{
     core::Status,
 };
 use prometheus_client::registry::Registry;
-use snapinformer_core::Informer;
+use snapinformer_core::{HandlerExecution, Informer};
 use snapinformer_runtime::{
     Action, Config, Context, Controller, Deleted, Handle, ObjectKey, OnTimeout, ReadYourWrites,
     Stopped, Writes, backoff_on_error,
@@ -259,11 +259,22 @@ async fn with_the_requeue_policy_a_timeout_puts_the_reconcile_off_until_the_cach
 
 #[tokio::test]
 async fn an_owned_object_event_maps_to_its_controller_owner() {
+    owned_events_map_to_their_owner(HandlerExecution::Thread).await;
+}
+
+#[tokio::test]
+async fn with_its_handlers_as_tasks_an_owned_object_event_maps_to_its_controller_owner() {
+    owned_events_map_to_their_owner(HandlerExecution::Task).await;
+}
+
+async fn owned_events_map_to_their_owner(execution: HandlerExecution) {
     let pods =
         Informer::<Pod>::builder(snapinformer_kube::access::<Pod>()).name("pods").build().unwrap();
     pods.start().unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel::<ObjectKey>();
-    let controller = Controller::<StatefulSet>::new("sts").owns(&pods).workers(1);
+    let controller = Controller::<StatefulSet>::new("sts")
+        .config(Config::default().workers(1).handler_execution(execution))
+        .owns(&pods);
     let handle = controller.handle();
     let reconcile = move |ctx: Context<StatefulSet>, tx: Arc<mpsc::UnboundedSender<ObjectKey>>| async move {
         tx.send(ctx.key().clone()).unwrap();

@@ -217,6 +217,39 @@ impl InformerProcessing {
     }
 }
 
+/// Where our informers run their registered handlers: `--informer-handler` of the `store`
+/// command (the visibility handler of `snapinformer` and `snapinformer-compact`) and of `seed`
+/// (the controllers' handlers and the report's bookkeeping on the `snapshot` rows).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum InformerHandler {
+    /// The informer's default: a thread per handler.
+    #[default]
+    Thread,
+    /// A task per handler on the informer's runtime (`HandlerExecution::Task`).
+    Task,
+}
+
+impl InformerHandler {
+    /// The handler option.
+    pub fn execution(self) -> snapinformer_core::HandlerExecution {
+        match self {
+            InformerHandler::Thread => snapinformer_core::HandlerExecution::Thread,
+            InformerHandler::Task => snapinformer_core::HandlerExecution::Task,
+        }
+    }
+}
+
 /// How the rows' reclaimer threads are scheduled (`snapinformer`, `snapshot-bg`, `locked-bg`):
 /// `--reclaim-priority` of the `store` command.
 #[derive(

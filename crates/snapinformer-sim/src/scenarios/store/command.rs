@@ -15,7 +15,7 @@ use super::{
 use crate::{
     harness::{
         heap::HeapMeter,
-        placement::{InformerProcessing, ReclaimerPriority, WriterPriority},
+        placement::{InformerHandler, InformerProcessing, ReclaimerPriority, WriterPriority},
         plot::{self, PlotRow, SweepLine},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
@@ -81,6 +81,11 @@ pub struct StoreArgs {
     /// thread of its own, `Processing::DedicatedThread`).
     #[arg(long, value_enum, default_value_t = InformerProcessing::Runtime)]
     pub informer_processing: InformerProcessing,
+    /// Where the informer rows run their registered (visibility) handler: `thread` (the
+    /// informer's default, a thread of its own) or `task` (a task on the informer's runtime,
+    /// `HandlerExecution::Task`).
+    #[arg(long, value_enum, default_value_t = InformerHandler::Thread)]
+    pub informer_handler: InformerHandler,
     /// The informer rows' batch window (`InformerBuilder::batch_window`): when deltas arrive
     /// while a batch is applied, at most one publication per window unless a batch is full
     /// (default: the informer's, 250 µs; `0s`: none, a batch as soon as the loop is free).
@@ -162,6 +167,7 @@ impl StoreArgs {
             writer_priority: self.writer_priority,
             reclaim_priority: self.reclaim_priority,
             informer_processing: self.informer_processing,
+            informer_handler: self.informer_handler,
             informer_batch_window_s: self.informer_batch_window.map(|w| w.as_secs_f64()),
             sweep: self.sweep.clone(),
             sweep_duration_s: self.sweep_duration.as_secs_f64(),
@@ -384,6 +390,9 @@ fn worker_args_for(p: &StoreParams, in_process: bool) -> Vec<String> {
     }
     if in_process && p.informer_processing != InformerProcessing::Runtime {
         a.extend(["--informer-processing".into(), arg_name(&p.informer_processing)]);
+    }
+    if in_process && p.informer_handler != InformerHandler::Thread {
+        a.extend(["--informer-handler".into(), arg_name(&p.informer_handler)]);
     }
     if let (true, Some(window)) = (in_process, p.informer_batch_window_s) {
         a.extend(["--informer-batch-window".into(), duration_arg(window)]);
@@ -655,6 +664,24 @@ mod tests {
         assert!(parse(&["--informer-processing", "own"]).is_err(), "unknown values are refused");
         let go = worker_args_for(&p, false);
         assert!(!go.iter().any(|f| f == "--informer-processing"), "the Go worker has no such flag");
+    }
+
+    #[test]
+    fn workers_get_where_the_informers_handler_runs_and_parse_it_back() {
+        let default = parse(&[]).expect("valid flags").params();
+        assert_eq!(default.informer_handler, InformerHandler::Thread);
+        assert!(!worker_args(&default).iter().any(|f| f == "--informer-handler"));
+        let p = parse(&["--informer-handler", "task"]).expect("valid flags").params();
+        let flags = worker_args(&p);
+        let i = flags.iter().position(|f| f == "--informer-handler").expect("passed on");
+        assert_eq!(flags[i + 1], "task");
+        let worker: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+        let back = parse(&worker).expect("workers parse it").params();
+        assert_eq!(back.informer_handler, InformerHandler::Task);
+        assert_eq!(back.informer_handler.execution(), snapinformer_core::HandlerExecution::Task);
+        assert!(parse(&["--informer-handler", "fiber"]).is_err(), "unknown values are refused");
+        let go = worker_args_for(&p, false);
+        assert!(!go.iter().any(|f| f == "--informer-handler"), "the Go worker has no such flag");
     }
 
     #[test]

@@ -67,7 +67,9 @@ use super::{
 };
 use crate::{
     harness::{
-        placement::{Cores, InformerProcessing, ReclaimerPriority, WriterPriority, pin},
+        placement::{
+            Cores, InformerHandler, InformerProcessing, ReclaimerPriority, WriterPriority, pin,
+        },
         sched::{GroupTime, ThreadSched},
         stats::Latency,
     },
@@ -417,11 +419,13 @@ impl<T: RowObject> InformerRow<T> {
     /// [`RowDriver::build`]). With the pinned placement the runtime's workers, the feeder and
     /// the handler's thread run on the writer's core. `covering_owner` picks the owner-UID
     /// index's kind ([`RowObject::store`]).
+    #[allow(clippy::too_many_arguments)] // one per `store` flag the row honours
     pub fn start(
         name: &'static str,
         cores: Cores,
         reclaim: ReclaimerPriority,
         processing: InformerProcessing,
+        handler: InformerHandler,
         batch_window: Option<Duration>,
         covering_owner: bool,
         priority: WriterPriority,
@@ -466,12 +470,18 @@ impl<T: RowObject> InformerRow<T> {
             })
             .build()
             .map_err(|e| format!("building the informer: {e}"))?;
-        informer
-            .add_event_handler_with(
-                VisibilityHandler { shared: shared.clone(), core: writer_core, pinned: false },
-                HandlerOptions::new().name("visibility"),
-            )
-            .map_err(|e| format!("registering the handler: {e}"))?;
+        {
+            // A handler task runs on the runtime's workers, which are pinned already (if at
+            // all): it must not pin the worker it happens to run on.
+            let _entered = runtime.enter();
+            let pinned = handler == InformerHandler::Task;
+            informer
+                .add_event_handler_with(
+                    VisibilityHandler { shared: shared.clone(), core: writer_core, pinned },
+                    HandlerOptions::new().name("visibility").execution(handler.execution()),
+                )
+                .map_err(|e| format!("registering the handler: {e}"))?;
+        }
         let (watch, mut stream) = tokio::sync::mpsc::unbounded_channel::<Arc<T>>();
         {
             let _entered = runtime.enter();

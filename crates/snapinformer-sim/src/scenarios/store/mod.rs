@@ -68,7 +68,9 @@ use crate::{
     harness::{
         PhaseLog,
         heap::{HeapMeter, MemorySampler, MemoryTrace, freed_at, settled},
-        placement::{InformerProcessing, Placement, ReclaimerPriority, WriterPriority, pin},
+        placement::{
+            InformerHandler, InformerProcessing, Placement, ReclaimerPriority, WriterPriority, pin,
+        },
         sched::{ProcessUsage, ThreadSched, ThreadsCpu, process_cpu},
         stats::Summary,
     },
@@ -116,6 +118,9 @@ pub struct StoreParams {
     /// Where the informer rows run their processing loop.
     #[serde(default)]
     pub informer_processing: InformerProcessing,
+    /// Where the informer rows run their registered handler.
+    #[serde(default)]
+    pub informer_handler: InformerHandler,
     /// The informer rows' batch window in seconds (`None`: the informer's default; 0: none).
     #[serde(default)]
     pub informer_batch_window_s: Option<f64>,
@@ -455,6 +460,7 @@ impl InProcessRow {
                 p.placement.cores(),
                 reclaim,
                 p.informer_processing,
+                p.informer_handler,
                 p.informer_batch_window_s.map(Duration::from_secs_f64),
                 self == InProcessRow::InformerCovering,
                 p.writer_priority,
@@ -465,6 +471,7 @@ impl InProcessRow {
                     p.placement.cores(),
                     reclaim,
                     p.informer_processing,
+                    p.informer_handler,
                     p.informer_batch_window_s.map(Duration::from_secs_f64),
                     false,
                     p.writer_priority,

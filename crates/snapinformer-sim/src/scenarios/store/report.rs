@@ -9,7 +9,7 @@ use super::{
 };
 use crate::{
     harness::{
-        placement::{InformerProcessing, ReclaimerPriority},
+        placement::{InformerHandler, InformerProcessing, ReclaimerPriority},
         repeat::RepeatInfo,
         report::{Environment, TargetCheck, fmt_us},
         stats::Summary,
@@ -229,6 +229,9 @@ pub fn notes(r: &[StoreRowReport], p: &StoreParams) -> Vec<String> {
         "Heap: the Rust rows count the bytes they asked the allocator for and have not freed; the Go rows count the live heap (runtime.GC(), then MemStats.HeapAlloc) in the memory phase, where each object counts at its size class. The Rust figures leave out mimalloc's rounding to its classes (four per doubling above 64 B: up to 25%, around 10% for sizes spread evenly), so a Rust / Go heap ratio is a lower bound. The peak heap of a Rust row is the allocator's exact peak; of a Go row the largest HeapAlloc sampled every 100 ms, garbage not yet collected included. Peak RSS is the kernel's high-water mark (VmHWM) or the largest 100 ms sample, for every row. Every heap figure includes the update pools the harness generates.".to_owned(),
         format!("Reclamation: the Go rows free superseded pods on the garbage collector's background workers; snapinformer (the store's default), snapshot-bg, snapshot-bg-covering and locked-bg free them on {reclaimer} whose backlog is bounded (beyond it the writer frees inline); the other Rust rows free them on the writer's thread."),
     ];
+    if p.informer_handler == InformerHandler::Task {
+        out.push("Informer handler: the informer rows run their visibility handler as a task on the informer's runtime (--informer-handler task, the handler option HandlerExecution::Task), not on a thread of its own; \"published -> handler\" is then the hop to that task.".to_owned());
+    }
     if p.informer_processing == InformerProcessing::Thread {
         out.push("Informer processing: the informer rows run their processing loop on a thread of its own (--informer-processing thread, the informer's Processing::DedicatedThread), not as a task beside the reflector on their runtime.".to_owned());
     }
