@@ -62,7 +62,9 @@
 //! - Per handler: one OS thread and one unbounded buffer of notifications (each holds `Arc`s:
 //!   no object is copied). A slow handler grows only its own buffer; watch
 //!   `snapinformer_handler_buffer_depth`. A late handler's replay is one message holding a
-//!   snapshot, whatever the store's size.
+//!   snapshot, whatever the store's size. A handler that never blocks may instead run as a
+//!   task on the Tokio runtime ([`HandlerExecution::Task`], as client-go runs each handler on
+//!   a goroutine): no thread of its own, and a publication wakes a task instead of a thread.
 //! - Handlers free nothing when the store reclaims in the background (its default): each
 //!   handler thread hands the notifications it has handled, in batches, to one reclaimer
 //!   thread per informer (`snapinformer-handler-reclaim`), so the last reference to a

@@ -100,7 +100,9 @@
 //!   reproduction.
 //! - Each reconcile runs inside its worker's Tokio task with its panics caught (so a panic is
 //!   contained, and a cancelled worker leaves no reconcile running), and each event
-//!   costs one work-queue add (a hash-map operation) on the informer's handler thread.
+//!   costs one work-queue add (a hash-map operation) on the informer's handler thread (or,
+//!   with [`Config::handler_execution`] set to `HandlerExecution::Task`, in a task on the
+//!   runtime the controller runs on).
 //!
 //! # Usage
 //!
