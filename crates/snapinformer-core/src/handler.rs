@@ -312,6 +312,16 @@ struct BufferState<T: Send + Sync + 'static, B: Backend> {
     waiting: bool,
 }
 
+/// What a look into a handler's buffer found.
+enum Next<T: Send + Sync + 'static, B: Backend> {
+    /// The next message, and whether more are buffered behind it.
+    Message(Message<T, B>, bool),
+    /// Nothing buffered, and nothing more will come (closed; drained, if it was asked to).
+    Closed,
+    /// Nothing buffered yet: the handler is now marked waiting.
+    Empty,
+}
+
 /// One handler's buffer: unbounded, drained by the handler's own thread or task.
 pub(crate) struct Buffer<T: Send + Sync + 'static, B: Backend> {
     state: Mutex<BufferState<T, B>>,
@@ -373,20 +383,19 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
         }
     }
 
-    /// Takes the next message if there is one, and whether more are buffered behind it.
-    /// `Err(true)` if the buffer is closed and (if drained) empty, `Err(false)` if it is
-    /// merely empty (then `waiting` is set: the next push wakes the handler).
-    fn try_next(&self, st: &mut BufferState<T, B>) -> Result<(Message<T, B>, bool), bool> {
+    /// Takes the next message if there is one; if there is none and the buffer is open, marks
+    /// the handler waiting, so that the next push wakes it.
+    fn try_next(&self, st: &mut BufferState<T, B>) -> Next<T, B> {
         if let Some(msg) = st.items.pop_front() {
             crate::spare::shrink_deque(&mut st.items);
             self.depth.dec();
-            return Ok((msg, !st.items.is_empty()));
+            return Next::Message(msg, !st.items.is_empty());
         }
         if st.closed {
-            return Err(true);
+            return Next::Closed;
         }
         st.waiting = true;
-        Err(false)
+        Next::Empty
     }
 
     /// [`next`](Self::next) for a handler task: waits on the runtime instead of blocking.
@@ -396,9 +405,9 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
                 let mut st = self.lock();
                 st.waiting = false;
                 match self.try_next(&mut st) {
-                    Ok(next) => return Some(next),
-                    Err(true) => return None,
-                    Err(false) => {}
+                    Next::Message(msg, more) => return Some((msg, more)),
+                    Next::Closed => return None,
+                    Next::Empty => {}
                 }
             }
             // A push between the unlock and this wait leaves a permit: no wake-up is lost.
@@ -412,9 +421,9 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
         let mut st = self.lock();
         loop {
             match self.try_next(&mut st) {
-                Ok(next) => return Some(next),
-                Err(true) => return None,
-                Err(false) => {}
+                Next::Message(msg, more) => return Some((msg, more)),
+                Next::Closed => return None,
+                Next::Empty => {}
             }
             st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
             st.waiting = false;
