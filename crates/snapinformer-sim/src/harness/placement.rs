@@ -217,9 +217,8 @@ impl InformerProcessing {
     }
 }
 
-/// Where our informers run their registered handlers: `--informer-handler` of the `store`
-/// command (the visibility handler of `snapinformer` and `snapinformer-compact`) and of `seed`
-/// (the controllers' handlers and the report's bookkeeping on the `snapshot` rows).
+/// Where the informer rows (`snapinformer`, `snapinformer-arena`, `snapinformer-compact`, ...)
+/// run their registered visibility handler: `--informer-handler` of the `store` command.
 #[derive(
     Debug,
     Clone,
