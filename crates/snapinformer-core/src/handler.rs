@@ -357,7 +357,7 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
         }
     }
 
-    /// Wakes the handler's thread or task.
+    /// Wakes the handler's thread or task (the buffer's only waiter).
     fn wake(&self) {
         if self.task {
             self.ready_task.notify_one();
@@ -376,11 +376,7 @@ impl<T: Send + Sync + 'static, B: Backend> Buffer<T, B> {
             self.depth.dec_by(dropped as i64);
         }
         drop(st);
-        if self.task {
-            self.ready_task.notify_one();
-        } else {
-            self.ready.notify_all();
-        }
+        self.wake();
     }
 
     /// Takes the next message if there is one; if there is none and the buffer is open, marks
@@ -553,7 +549,6 @@ impl<T: Send + Sync + 'static, H: EventHandler<T>> Delivery<T, H> {
 /// to the reclaimer (in batches, and whenever its buffer runs empty), so that a handler's
 /// progress never includes freeing the state an update superseded (about 20 µs for a
 /// `k8s_openapi` pod), as Go's handlers leave that to the garbage collector.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn_handler<T, B, H>(
     name: &str,
     handler: H,

@@ -472,12 +472,12 @@ impl<T: RowObject> InformerRow<T> {
             .map_err(|e| format!("building the informer: {e}"))?;
         {
             // A handler task runs on the runtime's workers, which are pinned already (if at
-            // all): it must not pin the worker it happens to run on.
+            // all): it has no thread of its own to pin.
             let _entered = runtime.enter();
-            let pinned = handler == InformerHandler::Task;
+            let core = if handler == InformerHandler::Task { None } else { writer_core };
             informer
                 .add_event_handler_with(
-                    VisibilityHandler { shared: shared.clone(), core: writer_core, pinned },
+                    VisibilityHandler { shared: shared.clone(), core, pinned: false },
                     HandlerOptions::new().name("visibility").execution(handler.execution()),
                 )
                 .map_err(|e| format!("registering the handler: {e}"))?;
