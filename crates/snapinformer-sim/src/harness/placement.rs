@@ -249,6 +249,39 @@ impl InformerHandler {
     }
 }
 
+/// The rows' order from run to run of a repeated set: `--row-order` of the `store` command.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RowOrder {
+    /// Run `k` (from 0) starts with row `k mod n` and goes on in `--rows` order, wrapping
+    /// around: over `n` runs each row holds each place once.
+    #[default]
+    Rotate,
+    /// Every run in `--rows` order.
+    Fixed,
+}
+
+impl RowOrder {
+    /// The indices of `n` rows in the order run `run` (from 0) runs them.
+    pub fn places(self, n: usize, run: usize) -> Vec<usize> {
+        let start = match self {
+            RowOrder::Rotate if n > 0 => run % n,
+            _ => 0,
+        };
+        (0..n).map(|i| (start + i) % n).collect()
+    }
+}
+
 /// How the rows' reclaimer threads are scheduled (`snapinformer`, `snapshot-bg`, `locked-bg`):
 /// `--reclaim-priority` of the `store` command.
 #[derive(
@@ -292,6 +325,34 @@ mod tests {
         // The name, in parentheses, may hold spaces: count fields after its closing one.
         let rest = &stat[stat.rfind(')')? + 2..];
         rest.split(' ').nth(41 - 3)?.parse().ok()
+    }
+
+    #[test]
+    fn rotating_rows_puts_each_row_in_each_place_once_every_n_runs() {
+        for n in 1..=5 {
+            let mut seen = vec![vec![0; n]; n];
+            for run in 0..n {
+                let order = RowOrder::Rotate.places(n, run);
+                let mut sorted = order.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "run {run} runs every row once");
+                for (place, &row) in order.iter().enumerate() {
+                    seen[row][place] += 1;
+                }
+            }
+            assert!(seen.iter().flatten().all(|&c| c == 1), "n = {n}: {seen:?}");
+            assert_eq!(RowOrder::Rotate.places(n, n), RowOrder::Rotate.places(n, 0));
+        }
+        assert_eq!(RowOrder::Rotate.places(3, 1), vec![1, 2, 0]);
+        assert!(RowOrder::Rotate.places(0, 4).is_empty());
+    }
+
+    #[test]
+    fn a_fixed_row_order_runs_the_rows_as_given_every_time() {
+        for run in 0..4 {
+            assert_eq!(RowOrder::Fixed.places(3, run), vec![0, 1, 2]);
+        }
+        assert_eq!(RowOrder::default(), RowOrder::Rotate);
     }
 
     #[test]

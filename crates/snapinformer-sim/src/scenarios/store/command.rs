@@ -15,7 +15,9 @@ use super::{
 use crate::{
     harness::{
         heap::HeapMeter,
-        placement::{InformerHandler, InformerProcessing, ReclaimerPriority, WriterPriority},
+        placement::{
+            InformerHandler, InformerProcessing, ReclaimerPriority, RowOrder, WriterPriority,
+        },
         plot::{self, PlotRow, SweepLine},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
@@ -135,6 +137,13 @@ pub struct StoreArgs {
     /// figure (default 3, or 1 with --quick).
     #[arg(long)]
     pub repeat: Option<usize>,
+    /// The rows' order from run to run of a `--repeat`: `rotate` (the default) starts each run
+    /// one row later than the one before (a, b, c; then b, c, a; ...), so that no row holds
+    /// the same place in every run; `fixed` runs them in the order `--rows` gives every time.
+    /// A row's place moved its tail in the one-read-a-second sets of 2026-12-07
+    /// (BENCHMARKS.md, "A row's place in a run").
+    #[arg(long, value_enum, default_value_t = RowOrder::Rotate)]
+    pub row_order: RowOrder,
     /// Directory for report.json, runs/ and the plots.
     #[arg(long, default_value = "out/store")]
     pub out: PathBuf,
@@ -248,20 +257,28 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     };
     let mut runs = Vec::new();
     let mut files = Vec::new();
+    let mut orders = Vec::new();
     for i in 1..=repeat {
-        let mut reports = Vec::new();
-        for row in &rows {
+        let order = args.row_order.places(rows.len(), i - 1);
+        let mut reports: Vec<Option<StoreRowReport>> = rows.iter().map(|_| None).collect();
+        for &r in &order {
+            let row = &rows[r];
             bar.set_message(format!("run {i}/{repeat} {}: starting", row.name));
             rest_before_row(
                 Duration::from_secs_f64(params.rest_s),
                 &format!("run {i}/{repeat} {}", row.name),
                 &bar,
             );
-            reports.push(run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?);
+            reports[r] = Some(run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?);
             bar.inc(1);
         }
+        // Each row's report goes back to its place in `--rows`, so that the runs line up row
+        // by row whatever order they ran in.
+        let reports: Vec<StoreRowReport> = reports.into_iter().flatten().collect();
         check_workloads(&reports).map_err(|e| format!("run {i}: {e}"))?;
-        let run = assemble(&params, allocator, &started_at, reports, lock_check.clone());
+        let mut run = assemble(&params, allocator, &started_at, reports, lock_check.clone());
+        run.run_order = order.iter().map(|&r| rows[r].name.clone()).collect();
+        orders.push(run.run_order.clone());
         let file = run_file_name("store", &started_at, i);
         write_json(&runs_dir.join(&file), &run)?;
         files.push(format!("runs/{file}"));
@@ -273,6 +290,8 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     report.targets = all_targets(&report.rows, &params);
     report.notes = report::notes(&report.rows, &params);
     report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
+    report.run_order = Vec::new();
+    report.run_orders = orders;
     println!("{}", report::table(&report));
     let json_path = args.out.join("report.json");
     write_json(&json_path, &report)?;
@@ -344,6 +363,8 @@ fn assemble(
         rows,
         lock_check,
         repeat: None,
+        run_order: Vec::new(),
+        run_orders: Vec::new(),
     }
 }
 

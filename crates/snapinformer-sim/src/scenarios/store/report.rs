@@ -42,6 +42,13 @@ pub struct StoreReport {
     /// For the median of repeated runs: the runs and every figure's range.
     #[serde(default)]
     pub repeat: Option<RepeatInfo>,
+    /// The order the rows ran in, in a run's own report (`rows` stays in `--rows` order);
+    /// empty in the median of the runs and in reports written before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_order: Vec<String>,
+    /// In the median of repeated runs: each run's `run_order`, in run order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_orders: Vec<Vec<String>>,
 }
 
 /// A writer taking the lock `turns` times for `hold_ms` each while a reader reads in a loop:
@@ -398,6 +405,10 @@ pub fn table(report: &StoreReport) -> String {
             _ => String::new(),
         },
     );
+    if report.run_orders.len() > 1 {
+        let orders: Vec<String> = report.run_orders.iter().map(|o| o.join(", ")).collect();
+        let _ = writeln!(s, "rows ran in this order, run by run: {}", orders.join("; "));
+    }
     let header = format!(
         "{:<18} {:>24} {:>24} {:>30} {:>16} {:>15} {:>13} {:>15} {:>6} {:>9} {:>9} {:>9} {:>6} {:>6}",
         "row",
