@@ -1,5 +1,6 @@
-//! `store --repeat N --row-order`: each run starts one row later unless the order is fixed, and
-//! every run's report lists its rows in `--rows` order whatever order they ran in.
+//! `store` and `seed` with `--repeat N --row-order`: each run starts one row later unless the
+//! order is fixed, and every run's report lists its rows in `--rows` order whatever order they
+//! ran in.
 
 use std::{path::Path, process::Command};
 
@@ -67,4 +68,38 @@ fn a_fixed_row_order_runs_every_repeat_as_asked() {
         assert_eq!(names(&run["run_order"]), ["snapshot", "locked"], "run {i}");
     }
     assert_eq!(median["run_orders"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn repeated_seed_runs_rotate_the_rows_of_a_mode_and_report_them_in_the_order_asked() {
+    let out =
+        std::env::temp_dir().join(format!("snapinformer-seed-order-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let rows = ["locked+ryw", "snapshot-bg+ryw"];
+    let output = Command::new(env!("CARGO_BIN_EXE_snapinformer-sim"))
+        .args(["seed", "--mode", "inproc", "--rows", &rows.join(","), "--repeat", "2"])
+        .args(["--sets", "2", "--replicas", "10", "--nodes", "3", "--rate", "2000"])
+        .args(["--max-time", "30s", "--rest", "0s"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run snapinformer-sim");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "seed failed:\n{stderr}");
+    let read = |p: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(p).expect("report written")).expect("JSON")
+    };
+    let median = read(&out.join("report.json"));
+    let files = median["repeat"]["files"].as_array().expect("the median lists its runs").clone();
+    assert_eq!(files.len(), 2);
+    for (i, file) in files.iter().enumerate() {
+        let run = read(&out.join(file.as_str().expect("a file name")));
+        let mode = &run["modes"][0];
+        let mut ran = rows.to_vec();
+        ran.rotate_left(i);
+        assert_eq!(names(&mode["run_order"]), ran, "run {i} starts {i} rows later");
+        assert_eq!(names(&mode["rows"]), rows, "run {i} lists its rows as asked");
+    }
+    assert!(median["modes"][0].get("run_order").is_none(), "{:#}", median["modes"][0]);
+    let _ = std::fs::remove_dir_all(&out);
 }

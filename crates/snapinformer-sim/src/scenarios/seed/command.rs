@@ -16,7 +16,7 @@ use super::{
 use crate::{
     harness::{
         heap::{CurrentOnly, HeapMeter, KEEP_FREED_MEMORY_ENV, prefault},
-        placement::Placement,
+        placement::{Placement, RowOrder},
         plot::{self, PlotRow},
         repeat::{RepeatInfo, aggregate_reports, run_file_name},
         report::{Environment, now_rfc3339, write_json},
@@ -136,6 +136,11 @@ pub struct SeedArgs {
     /// 3, or 1 with --quick or when --mode includes real).
     #[arg(long)]
     pub repeat: Option<usize>,
+    /// The rows' order from run to run of a `--repeat`, in each mode: `rotate` (the default)
+    /// starts each run one row later than the one before, so that no row holds the same place
+    /// in every run; `fixed` runs them in the order `--rows` gives every time (as `store`).
+    #[arg(long, value_enum, default_value_t = RowOrder::Rotate)]
+    pub row_order: RowOrder,
     /// A scaled version for CI (under a minute): 10 sets x 200 replicas, 50 nodes, 8 s rows,
     /// one run (in real mode: 4 sets x 50 replicas, 10 nodes, 60 s rows).
     #[arg(long)]
@@ -304,8 +309,11 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
     for i in 1..=repeat {
         let mut mode_reports = Vec::new();
         for &mode in &modes {
-            let mut reports = Vec::new();
-            for row in args.rows(mode) {
+            let rows = args.rows(mode);
+            let order = args.row_order.places(rows.len(), i - 1);
+            let mut reports: Vec<Option<SeedRowReport>> = rows.iter().map(|_| None).collect();
+            for &r in &order {
+                let row = rows[r];
                 bar.set_message(format!(
                     "run {i}/{repeat} {} {}: starting",
                     mode.name(),
@@ -316,11 +324,14 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
                     &format!("run {i}/{repeat} {} {}", mode.name(), row.name()),
                     &bar,
                 );
-                reports.push(run_parent_row(row, mode, args, &params, &runtime, &bar)?);
+                reports[r] = Some(run_parent_row(row, mode, args, &params, &runtime, &bar)?);
                 bar.inc(1);
             }
+            // Back in `--rows` order, so that the runs line up row by row.
+            let reports: Vec<SeedRowReport> = reports.into_iter().flatten().collect();
             let targets = report::targets(mode, &reports);
-            mode_reports.push(ModeReport { mode, rows: reports, targets });
+            let run_order = order.iter().map(|&r| rows[r].name()).collect();
+            mode_reports.push(ModeReport { mode, rows: reports, targets, run_order });
         }
         let run = SeedReport {
             scenario: "seed".into(),
@@ -339,6 +350,7 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
     let mut report = aggregated.median;
     for m in &mut report.modes {
         m.targets = report::targets(m.mode, &m.rows);
+        m.run_order = Vec::new();
     }
     report.repeat = Some(RepeatInfo { runs: repeat, files, spread: aggregated.spread });
     println!("{}", report::describe(&params));

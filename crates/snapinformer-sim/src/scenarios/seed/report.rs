@@ -219,6 +219,11 @@ pub struct ModeReport {
     pub rows: Vec<SeedRowReport>,
     /// The targets checked on this mode.
     pub targets: Vec<SeedTarget>,
+    /// The order the rows ran in, in a run's own report (`rows` stays in `--rows` order);
+    /// empty in the median of the runs (each run's file has its own) and in reports written
+    /// before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_order: Vec<String>,
 }
 
 /// The whole `seed` report (one per run under `runs/`, the median as `report.json`).
