@@ -6,35 +6,43 @@ use std::{path::Path, process::Command};
 
 use serde_json::Value;
 
-/// Runs a tiny `store` (two Rust rows, `repeat` runs, no rest) with `extra` flags into a
-/// scratch directory named after `label`; returns the median report and each run's report.
-fn store_runs(label: &str, repeat: usize, extra: &[&str]) -> (Value, Vec<Value>) {
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).expect("report written")).expect("report is JSON")
+}
+
+/// Runs the simulator with `args` into a scratch directory named after `label`; checks that it
+/// succeeded and returns the median report and each run's report.
+fn sim_runs(label: &str, args: &[&str]) -> (Value, Vec<Value>) {
     let out = std::env::temp_dir()
-        .join(format!("snapinformer-store-order-{label}-test-{}", std::process::id()));
+        .join(format!("snapinformer-row-order-{label}-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let output = Command::new(env!("CARGO_BIN_EXE_snapinformer-sim"))
-        .args(["store", "--quick", "--rows", "snapshot,locked", "--repeat", &repeat.to_string()])
-        .args(["--objects", "400", "--nodes", "4", "--readers", "1", "--reader-warmup", "0s"])
-        .args(["--duration", "300ms", "--rate", "1000", "--updates", "2000"])
-        .args(extra)
+        .args(args)
         .arg("--out")
         .arg(&out)
         .output()
         .expect("run snapinformer-sim");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "store {extra:?} failed:\n{stderr}");
-    let read = |p: &Path| -> Value {
-        serde_json::from_slice(&std::fs::read(p).expect("report written")).expect("JSON")
-    };
-    let median = read(&out.join("report.json"));
+    assert!(output.status.success(), "{args:?} failed:\n{stderr}");
+    let median = read_json(&out.join("report.json"));
     let runs = median["repeat"]["files"]
         .as_array()
         .expect("the median lists its runs")
         .iter()
-        .map(|f| read(&out.join(f.as_str().expect("a file name"))))
+        .map(|f| read_json(&out.join(f.as_str().expect("a file name"))))
         .collect();
     let _ = std::fs::remove_dir_all(&out);
     (median, runs)
+}
+
+/// A tiny `store` (two Rust rows, `repeat` runs, no rest) with `extra` flags.
+fn store_runs(label: &str, repeat: usize, extra: &[&str]) -> (Value, Vec<Value>) {
+    let repeat = repeat.to_string();
+    let mut args = vec!["store", "--quick", "--rows", "snapshot,locked", "--repeat", &repeat];
+    args.extend(["--objects", "400", "--nodes", "4", "--readers", "1", "--reader-warmup", "0s"]);
+    args.extend(["--duration", "300ms", "--rate", "1000", "--updates", "2000"]);
+    args.extend(extra);
+    sim_runs(label, &args)
 }
 
 fn names(v: &Value) -> Vec<String> {
@@ -72,28 +80,14 @@ fn a_fixed_row_order_runs_every_repeat_as_asked() {
 
 #[test]
 fn repeated_seed_runs_rotate_the_rows_of_a_mode_and_report_them_in_the_order_asked() {
-    let out =
-        std::env::temp_dir().join(format!("snapinformer-seed-order-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
     let rows = ["locked+ryw", "snapshot-bg+ryw"];
-    let output = Command::new(env!("CARGO_BIN_EXE_snapinformer-sim"))
-        .args(["seed", "--mode", "inproc", "--rows", &rows.join(","), "--repeat", "2"])
-        .args(["--sets", "2", "--replicas", "10", "--nodes", "3", "--rate", "2000"])
-        .args(["--max-time", "30s", "--rest", "0s"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run snapinformer-sim");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "seed failed:\n{stderr}");
-    let read = |p: &Path| -> Value {
-        serde_json::from_slice(&std::fs::read(p).expect("report written")).expect("JSON")
-    };
-    let median = read(&out.join("report.json"));
-    let files = median["repeat"]["files"].as_array().expect("the median lists its runs").clone();
-    assert_eq!(files.len(), 2);
-    for (i, file) in files.iter().enumerate() {
-        let run = read(&out.join(file.as_str().expect("a file name")));
+    let joined = rows.join(",");
+    let mut args = vec!["seed", "--mode", "inproc", "--rows", &joined, "--repeat", "2"];
+    args.extend(["--sets", "2", "--replicas", "10", "--nodes", "3", "--rate", "2000"]);
+    args.extend(["--max-time", "30s", "--rest", "0s"]);
+    let (median, runs) = sim_runs("seed", &args);
+    assert_eq!(runs.len(), 2);
+    for (i, run) in runs.iter().enumerate() {
         let mode = &run["modes"][0];
         let mut ran = rows.to_vec();
         ran.rotate_left(i);
@@ -101,5 +95,4 @@ fn repeated_seed_runs_rotate_the_rows_of_a_mode_and_report_them_in_the_order_ask
         assert_eq!(names(&mode["rows"]), rows, "run {i} lists its rows as asked");
     }
     assert!(median["modes"][0].get("run_order").is_none(), "{:#}", median["modes"][0]);
-    let _ = std::fs::remove_dir_all(&out);
 }
