@@ -249,7 +249,8 @@ impl InformerHandler {
     }
 }
 
-/// The rows' order from run to run of a repeated set: `--row-order` of the `store` command.
+/// The rows' order from run to run of a repeated set: `--row-order` of the `store` and `seed`
+/// commands.
 #[derive(
     Debug,
     Clone,
@@ -279,6 +280,26 @@ impl RowOrder {
             _ => 0,
         };
         (0..n).map(|i| (start + i) % n).collect()
+    }
+
+    /// Runs `run` on each of `rows` in the order run `run_index` (from 0) takes them, stopping
+    /// at the first error. Returns the results in `rows`' own order, so that repeated runs line
+    /// up row by row whatever order they ran in, and the order they ran in (indices into
+    /// `rows`).
+    pub fn run_rows<R, T, E>(
+        self,
+        rows: &[R],
+        run_index: usize,
+        mut run: impl FnMut(&R) -> Result<T, E>,
+    ) -> Result<(Vec<T>, Vec<usize>), E> {
+        let order = self.places(rows.len(), run_index);
+        let mut results: Vec<Option<T>> = rows.iter().map(|_| None).collect();
+        for &r in &order {
+            results[r] = Some(run(&rows[r])?);
+        }
+        let results =
+            results.into_iter().map(|t| t.expect("an order runs every row once")).collect();
+        Ok((results, order))
     }
 }
 
@@ -345,6 +366,28 @@ mod tests {
         }
         assert_eq!(RowOrder::Rotate.places(3, 1), vec![1, 2, 0]);
         assert!(RowOrder::Rotate.places(0, 4).is_empty());
+    }
+
+    #[test]
+    fn rows_run_in_the_rotated_order_come_back_in_their_own_order_and_stop_at_an_error() {
+        let rows = ["a", "b", "c"];
+        let mut ran = Vec::new();
+        let (results, order) = RowOrder::Rotate
+            .run_rows(&rows, 1, |r| {
+                ran.push(*r);
+                Ok::<_, String>(r.to_uppercase())
+            })
+            .expect("no row fails");
+        assert_eq!(ran, ["b", "c", "a"]);
+        assert_eq!(order, [1, 2, 0]);
+        assert_eq!(results, ["A", "B", "C"]);
+        let mut ran = 0;
+        let failed = RowOrder::Rotate.run_rows(&rows, 2, |r| {
+            ran += 1;
+            if *r == "a" { Err(format!("{r} failed")) } else { Ok(()) }
+        });
+        assert_eq!(failed.unwrap_err(), "a failed");
+        assert_eq!(ran, 2, "c ran, then a failed, and b never ran");
     }
 
     #[test]

@@ -310,10 +310,7 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
         let mut mode_reports = Vec::new();
         for &mode in &modes {
             let rows = args.rows(mode);
-            let order = args.row_order.places(rows.len(), i - 1);
-            let mut reports: Vec<Option<SeedRowReport>> = rows.iter().map(|_| None).collect();
-            for &r in &order {
-                let row = rows[r];
+            let (reports, order) = args.row_order.run_rows(&rows, i - 1, |&row| {
                 bar.set_message(format!(
                     "run {i}/{repeat} {} {}: starting",
                     mode.name(),
@@ -324,11 +321,10 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
                     &format!("run {i}/{repeat} {} {}", mode.name(), row.name()),
                     &bar,
                 );
-                reports[r] = Some(run_parent_row(row, mode, args, &params, &runtime, &bar)?);
+                let report = run_parent_row(row, mode, args, &params, &runtime, &bar)?;
                 bar.inc(1);
-            }
-            // Back in `--rows` order, so that the runs line up row by row.
-            let reports: Vec<SeedRowReport> = reports.into_iter().flatten().collect();
+                Ok::<_, String>(report)
+            })?;
             let targets = report::targets(mode, &reports);
             let run_order = order.iter().map(|&r| rows[r].name()).collect();
             mode_reports.push(ModeReport { mode, rows: reports, targets, run_order });

@@ -259,22 +259,17 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
     let mut files = Vec::new();
     let mut orders = Vec::new();
     for i in 1..=repeat {
-        let order = args.row_order.places(rows.len(), i - 1);
-        let mut reports: Vec<Option<StoreRowReport>> = rows.iter().map(|_| None).collect();
-        for &r in &order {
-            let row = &rows[r];
+        let (reports, order) = args.row_order.run_rows(&rows, i - 1, |row| {
             bar.set_message(format!("run {i}/{repeat} {}: starting", row.name));
             rest_before_row(
                 Duration::from_secs_f64(params.rest_s),
                 &format!("run {i}/{repeat} {}", row.name),
                 &bar,
             );
-            reports[r] = Some(run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?);
+            let report = run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?;
             bar.inc(1);
-        }
-        // Each row's report goes back to its place in `--rows`, so that the runs line up row
-        // by row whatever order they ran in.
-        let reports: Vec<StoreRowReport> = reports.into_iter().flatten().collect();
+            Ok::<_, String>(report)
+        })?;
         check_workloads(&reports).map_err(|e| format!("run {i}: {e}"))?;
         let mut run = assemble(&params, allocator, &started_at, reports, lock_check.clone());
         run.run_order = order.iter().map(|&r| rows[r].name.clone()).collect();
