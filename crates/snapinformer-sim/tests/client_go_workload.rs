@@ -425,6 +425,11 @@ fn the_informer_rows_split_open_loop_staleness_at_queue_and_publication() {
         let readers = row.open_loop_threads.get("reader").expect("the readers' thread group");
         assert!(readers.cpu_s > 0.0, "{}: readers ran: {readers:?}", row.name);
         assert!(readers.wait_s >= 0.0);
+        // Page faults are counted over the whole loop; a loop of 300 ms ends before the first
+        // two seconds it would count apart are up.
+        let faults = row.open_loop_faults.expect("our process's rows count page faults");
+        assert_eq!(faults.first_s, 2, "{}", row.name);
+        assert_eq!((faults.minor_first, faults.major_first), (None, None), "{}", row.name);
     }
     for row in [&ours, &compact] {
         for group in ["feeder", "informer-rt"] {

@@ -35,8 +35,8 @@ pub fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
     parse_stat_usage(stat).map(|u| (u.user_ticks, u.system_ticks))
 }
 
-/// The whole process's CPU time split into user and kernel (system) time, and its minor page
-/// faults, at one moment (`/proc/self/stat`). The kernel's share shows what the machine charges
+/// The whole process's CPU time split into user and kernel (system) time, and its minor and
+/// major page faults, at one moment (`/proc/self/stat`). The kernel's share shows what the machine charges
 /// for memory: on a virtual machine whose host takes freed memory back, a first touch of fresh
 /// memory (zeroing the page, and the host's own fault) can cost a large part of a run's CPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,6 +47,9 @@ pub struct ProcessUsage {
     pub system_ticks: u64,
     /// Page faults served without I/O (a transparent huge page counts once).
     pub minor_faults: u64,
+    /// Page faults that waited for I/O: a page of the executable, a library or a mapped file
+    /// read back from disk, e.g. after the page cache was dropped.
+    pub major_faults: u64,
 }
 
 impl ProcessUsage {
@@ -71,19 +74,58 @@ impl ProcessUsage {
     pub fn minor_faults_since(&self, earlier: &ProcessUsage) -> u64 {
         self.minor_faults.saturating_sub(earlier.minor_faults)
     }
+
+    /// Major page faults since `earlier`.
+    pub fn major_faults_since(&self, earlier: &ProcessUsage) -> u64 {
+        self.major_faults.saturating_sub(earlier.major_faults)
+    }
 }
 
 /// [`ProcessUsage`] from a `/proc/<pid>/stat` line.
 fn parse_stat_usage(stat: &str) -> Option<ProcessUsage> {
     // The command name (field 2) may hold spaces and parentheses: count from its end.
     let rest = &stat[stat.rfind(')')? + 1..];
-    // After the name: state (field 3) is index 0, minflt (field 10) index 7, utime (field 14) index 11, stime index 12.
+    // After the name: state (field 3) is index 0, minflt (field 10) index 7, majflt (field 12)
+    // index 9, utime (field 14) index 11, stime index 12.
     let mut fields = rest.split_whitespace().skip(7);
     let minor_faults = fields.next()?.parse().ok()?;
-    let mut ticks = fields.skip(3);
+    let major_faults = fields.nth(1)?.parse().ok()?;
+    let mut ticks = fields.skip(1);
     let user_ticks = ticks.next()?.parse().ok()?;
     let system_ticks = ticks.next()?.parse().ok()?;
-    Some(ProcessUsage { user_ticks, system_ticks, minor_faults })
+    Some(ProcessUsage { user_ticks, system_ticks, minor_faults, major_faults })
+}
+
+/// One reading of [`ProcessUsage`] taken on a thread of its own a set time after
+/// [`UsageAfter::start`], so that a phase's first seconds can be told from the rest of it
+/// without the phase's own threads stopping to look.
+#[derive(Debug)]
+pub struct UsageAfter {
+    stop: std::sync::mpsc::Sender<()>,
+    handle: std::thread::JoinHandle<Option<ProcessUsage>>,
+}
+
+impl UsageAfter {
+    /// Reads the process's usage `delay` from now, unless [`UsageAfter::finish`] comes first.
+    pub fn start(delay: Duration) -> std::io::Result<UsageAfter> {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let handle =
+            std::thread::Builder::new().name("usage-after".into()).spawn(move || match stopped
+                .recv_timeout(delay)
+            {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => ProcessUsage::now(),
+                _ => None,
+            })?;
+        Ok(UsageAfter { stop, handle })
+    }
+
+    /// The reading, or `None` when the phase ended before the delay was up (or `/proc` could
+    /// not be read).
+    pub fn finish(self) -> Option<ProcessUsage> {
+        // A send fails only when the thread has already read and returned.
+        let _ = self.stop.send(());
+        self.handle.join().ok().flatten()
+    }
 }
 
 /// CPU time and run-queue wait of each live thread of the process at one moment
@@ -251,14 +293,34 @@ mod tests {
     }
 
     #[test]
-    fn process_usage_splits_user_and_kernel_time_and_counts_minor_faults() {
+    fn process_usage_splits_user_and_kernel_time_and_counts_minor_and_major_faults() {
         let line = "4242 (sim (x) y) R 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 12 0";
         let usage = parse_stat_usage(line).expect("a full line");
-        assert_eq!(usage, ProcessUsage { user_ticks: 250, system_ticks: 50, minor_faults: 7 });
-        let later = ProcessUsage { user_ticks: 300, system_ticks: 170, minor_faults: 1007 };
+        let expected =
+            ProcessUsage { user_ticks: 250, system_ticks: 50, minor_faults: 7, major_faults: 9 };
+        assert_eq!(usage, expected);
+        let later = ProcessUsage {
+            user_ticks: 300,
+            system_ticks: 170,
+            minor_faults: 1007,
+            major_faults: 12,
+        };
         assert_eq!(later.system_since(&usage), Duration::from_millis(1200));
         assert_eq!(later.minor_faults_since(&usage), 1000);
+        assert_eq!(later.major_faults_since(&usage), 3);
         assert_eq!(parse_stat_usage("4242 (x) R 1 2 3 4 5 6 7"), None);
+    }
+
+    #[test]
+    fn usage_after_reads_once_its_delay_is_up_and_not_when_finished_before() {
+        if ProcessUsage::now().is_none() {
+            return;
+        }
+        let early = UsageAfter::start(Duration::from_secs(3600)).expect("spawn");
+        assert_eq!(early.finish(), None, "finished an hour early: no reading");
+        let late = UsageAfter::start(Duration::from_millis(1)).expect("spawn");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(late.finish().is_some(), "the delay was up before finish");
     }
 
     #[test]

@@ -45,7 +45,9 @@
 //! ([`WriterPriority`]) in the open loop and the sweep is normal by default; real-time takes the
 //! machine's other load out of the staleness figures (a diagnostic). Either way the open loop
 //! records where the writer's time went ([`open_loop::WriterTime`]): applying, sleeping for
-//! arrivals, on a CPU, waiting for a core.
+//! arrivals, on a CPU, waiting for a core. Our process's rows also count the process's page
+//! faults over the loop and its first two seconds ([`LoopFaults`]): major faults there would
+//! be the program read back from disk after a benchmark script dropped the page cache.
 
 pub mod command;
 pub mod informer_row;
@@ -71,7 +73,7 @@ use crate::{
         placement::{
             InformerHandler, InformerProcessing, Placement, ReclaimerPriority, WriterPriority, pin,
         },
-        sched::{ProcessUsage, ThreadSched, ThreadsCpu, process_cpu},
+        sched::{ProcessUsage, ThreadSched, ThreadsCpu, UsageAfter, process_cpu},
         stats::Summary,
     },
     pods::{self, NAMESPACE, Shape, WorkloadDigest},
@@ -318,6 +320,52 @@ pub struct StoreRowReport {
     /// long waits on the pipeline's threads is the scheduler's, not the cache's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub open_loop_threads: BTreeMap<String, ThreadTime>,
+    /// Our process's rows: the whole process's page faults over the open loop, and over its
+    /// first seconds apart (`None` for the Go rows and without `/proc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_faults: Option<LoopFaults>,
+}
+
+/// The whole process's page faults around the open loop (`/proc/self/stat`). Major faults wait
+/// for the disk (the executable's pages after the page cache was dropped); minor faults are
+/// first touches of memory, which this machine charges for. A stall at the loop's start that
+/// comes with either shows in [`first_s`](Self::first_s)'s counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LoopFaults {
+    /// Major faults from the worker process's start to the loop's start.
+    pub major_before: u64,
+    /// The length of the loop's first part counted apart, seconds.
+    pub first_s: u64,
+    /// Minor faults in the loop's first `first_s` seconds (`None` when the loop was shorter).
+    pub minor_first: Option<u64>,
+    /// Major faults in the loop's first `first_s` seconds (`None` when the loop was shorter).
+    pub major_first: Option<u64>,
+    /// Minor faults over the whole loop.
+    pub minor: u64,
+    /// Major faults over the whole loop.
+    pub major: u64,
+}
+
+impl LoopFaults {
+    /// How long the loop's first part counted apart lasts: the stalls seen at a loop's start
+    /// (2026-12-07) were over within two seconds.
+    pub const FIRST: Duration = Duration::from_secs(2);
+
+    /// The counts from readings at the loop's start, `FIRST` into it and at its end.
+    pub fn between(
+        start: &ProcessUsage,
+        first: Option<&ProcessUsage>,
+        end: &ProcessUsage,
+    ) -> LoopFaults {
+        LoopFaults {
+            major_before: start.major_faults,
+            first_s: Self::FIRST.as_secs(),
+            minor_first: first.map(|f| f.minor_faults_since(start)),
+            major_first: first.map(|f| f.major_faults_since(start)),
+            minor: end.minor_faults_since(start),
+            major: end.major_faults_since(start),
+        }
+    }
 }
 
 /// One thread group's time over a phase.
@@ -681,13 +729,20 @@ pub fn run_row(
             p.reader_pacing,
         );
         let threads = ThreadsCpu::now();
+        let usage = ProcessUsage::now();
+        let first = UsageAfter::start(LoopFaults::FIRST)
+            .map_err(|e| format!("start the page-fault reader: {e}"))?;
         let priority = p.writer_priority.enter();
         let ol = driver.open_loop(pool, p.rate);
         p.writer_priority.leave();
+        let (first, usage_end) = (first.finish(), ProcessUsage::now());
         let mut times = match (threads, ThreadsCpu::now()) {
             (Some(before), Some(after)) => after.times_since(&before),
             _ => BTreeMap::new(),
         };
+        if let (Some(start), Some(end)) = (usage, usage_end) {
+            report.open_loop_faults = Some(LoopFaults::between(&start, first.as_ref(), &end));
+        }
         let rl = readers.stop();
         let ol = ol?;
         for (group, t) in &ol.exited_threads {
@@ -881,4 +936,32 @@ pub fn read_costs(reader: &dyn CacheReader, shape: &Shape) -> ReadCosts {
     c.arc_clone_ns_per_object = Some(clone_us * 1000.0 / n);
     c.pointer_copy_ns_per_object = copy_us * 1000.0 / n;
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(minor_faults: u64, major_faults: u64) -> ProcessUsage {
+        ProcessUsage { minor_faults, major_faults, ..ProcessUsage::default() }
+    }
+
+    #[test]
+    fn loop_faults_count_from_the_loops_start_and_keep_what_came_before_apart() {
+        let (start, first, end) = (usage(1_000, 40), usage(1_500, 43), usage(9_000, 45));
+        let faults = LoopFaults::between(&start, Some(&first), &end);
+        assert_eq!(
+            faults,
+            LoopFaults {
+                major_before: 40,
+                first_s: 2,
+                minor_first: Some(500),
+                major_first: Some(3),
+                minor: 8_000,
+                major: 5,
+            }
+        );
+        let short = LoopFaults::between(&start, None, &end);
+        assert_eq!((short.minor_first, short.major_first), (None, None), "a loop under 2 s");
+    }
 }

@@ -754,6 +754,33 @@ open loop, each thread group's CPU / run-queue wait, seconds (our process's rows
             let _ = writeln!(s, "{:<22} {}", r.name, groups.join(", "));
         }
     }
+    if report.rows.iter().any(|r| r.open_loop_faults.is_some()) {
+        let _ = writeln!(
+            s,
+            "
+open loop, the process's page faults, minor / major (our process's rows), and its major faults before the loop:"
+        );
+        let _ = writeln!(
+            s,
+            "{:<22} {:>22} {:>22} {:>14}",
+            "row", "first seconds", "whole loop", "major before"
+        );
+        for r in &report.rows {
+            let Some(f) = &r.open_loop_faults else { continue };
+            let first = match (f.minor_first, f.major_first) {
+                (Some(minor), Some(major)) => format!("{minor} / {major} ({} s)", f.first_s),
+                _ => "-".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "{:<22} {:>22} {:>22} {:>14}",
+                r.name,
+                first,
+                format!("{} / {}", f.minor, f.major),
+                f.major_before
+            );
+        }
+    }
 }
 
 /// CPU per update in saturation without readers: the whole process, the phase and the
