@@ -36,9 +36,10 @@ pub fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
 }
 
 /// The whole process's CPU time split into user and kernel (system) time, and its minor and
-/// major page faults, at one moment (`/proc/self/stat`). The kernel's share shows what the machine charges
-/// for memory: on a virtual machine whose host takes freed memory back, a first touch of fresh
-/// memory (zeroing the page, and the host's own fault) can cost a large part of a run's CPU.
+/// major page faults, at one moment (`/proc/self/stat`). The kernel's share shows what the
+/// machine charges for memory: on a virtual machine whose host takes freed memory back, a first
+/// touch of fresh memory (zeroing the page, and the host's own fault) can cost a large part of
+/// a run's CPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProcessUsage {
     /// User time, clock ticks (10 ms).
