@@ -56,6 +56,9 @@ def values(row):
         'list_borrowed_ms': costs['list_borrowed_us'] / 1000 if costs.get('list_borrowed_us') else None,
         'peak_heap_gib': row['peak_heap_bytes'] / 2**30 if row.get('peak_heap_bytes') else None,
         'owner_alone_us': costs.get('owner_us'),
+        # The machine before the row (the same fixed work in the parent; runs from 2026-12-08).
+        'machine_pod_us': (row.get('machine_speed') or {}).get('pod_build_ns', 0) / 1000 or None,
+        'machine_load_ns': (row.get('machine_speed') or {}).get('memory_load_ns'),
     }
 
 
@@ -72,7 +75,8 @@ for name in rows:
                         ('readers_cpu_s', 1), ('reads_per_s', 2), ('source_late_ms', 1),
                         ('queued_visible_ms', 1), ('publications', 0), ('window_us', 0),
                         ('loop_cpu_s', 1), ('build_us', 1), ('ns_list_alone_ms', 1),
-                        ('list_alone_ms', 1), ('list_borrowed_ms', 1), ('owner_alone_us', 1)):
+                        ('list_alone_ms', 1), ('list_borrowed_ms', 1), ('owner_alone_us', 1),
+                        ('machine_pod_us', 2), ('machine_load_ns', 1)):
         print(f'  {key:18} {spread([p[key] for p in per], digits)}')
     if name == anchor:
         continue

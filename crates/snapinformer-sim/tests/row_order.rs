@@ -1,6 +1,6 @@
 //! `store` and `seed` with `--repeat N --row-order`: each run starts one row later unless the
 //! order is fixed, and every run's report lists its rows in `--rows` order whatever order they
-//! ran in.
+//! ran in (and, for `store`, how fast the machine was before each row).
 
 use std::{path::Path, process::Command};
 
@@ -64,6 +64,18 @@ fn repeated_runs_rotate_the_rows_and_report_them_in_the_order_asked() {
     for (i, run) in runs.iter().enumerate() {
         assert_eq!(names(&run["run_order"]), orders[i], "run {i} records the order it ran in");
         assert_eq!(names(&run["rows"]), ["snapshot", "locked"], "run {i} lists rows as asked");
+        for row in run["rows"].as_array().expect("rows") {
+            let speed = &row["machine_speed"];
+            for figure in ["pod_build_ns", "memory_load_ns"] {
+                let v = speed[figure].as_f64().unwrap_or(f64::NAN);
+                assert!(
+                    v > 0.0,
+                    "run {i} {}: the machine timed before it, {figure} {v}",
+                    row["name"]
+                );
+            }
+            assert_eq!(speed["cycle_mib"], 4, "--quick times the small probe: {speed}");
+        }
     }
     assert_eq!(names(&median["rows"]), ["snapshot", "locked"]);
     assert!(median.get("run_order").is_none(), "the median ran in no one order: {median:#}");

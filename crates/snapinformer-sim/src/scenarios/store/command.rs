@@ -266,7 +266,14 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
                 &format!("run {i}/{repeat} {}", row.name),
                 &bar,
             );
-            let report = run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?;
+            bar.set_message(format!("run {i}/{repeat} {}: timing the machine", row.name));
+            let speed = if args.quick {
+                crate::harness::speed::measure_small()
+            } else {
+                crate::harness::speed::measure()
+            };
+            let mut report = run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?;
+            report.machine_speed = Some(speed);
             bar.inc(1);
             Ok::<_, String>(report)
         })?;

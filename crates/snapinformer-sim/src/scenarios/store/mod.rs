@@ -324,6 +324,11 @@ pub struct StoreRowReport {
     /// first seconds apart (`None` for the Go rows and without `/proc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop_faults: Option<LoopFaults>,
+    /// How fast the machine was just before the row's worker started, measured in the parent
+    /// with the same fixed work for every row (`None` in reports written before 2026-12-08,
+    /// and for a worker run on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_speed: Option<crate::harness::speed::MachineSpeed>,
 }
 
 /// The whole process's page faults around the open loop (`/proc/self/stat`). Major faults wait

@@ -781,6 +781,24 @@ open loop, the process's page faults, minor / major (our process's rows), and it
             );
         }
     }
+    if report.rows.iter().any(|r| r.machine_speed.is_some()) {
+        let _ = writeln!(
+            s,
+            "
+the machine before each row (the same fixed work, timed in the parent): building one realistic pod, one load from memory:"
+        );
+        for r in &report.rows {
+            let Some(m) = &r.machine_speed else { continue };
+            let _ = writeln!(
+                s,
+                "{:<22} {:>8.2} µs {:>8.1} ns (through {} MiB)",
+                r.name,
+                m.pod_build_ns / 1e3,
+                m.memory_load_ns,
+                m.cycle_mib
+            );
+        }
+    }
 }
 
 /// CPU per update in saturation without readers: the whole process, the phase and the
