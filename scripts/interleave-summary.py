@@ -30,8 +30,6 @@ for number, label, path in interleaved_paths(out):
         'p99': ours['staleness_us']['p99'] / 1000, 'p99_a': theirs['staleness_us']['p99'] / 1000,
         'apply': ours['apply_per_s_with_readers'], 'apply_a': theirs['apply_per_s_with_readers'],
         'queue': ours['queue_depth_max'], 'queue_a': theirs['queue_depth_max'],
-        # The machine before our row (runs from 2026-12-08 on; None before).
-        'machine': ours.get('machine_speed'),
     })
 if not runs:
     sys.exit(f'no runs under {out}')
@@ -39,18 +37,11 @@ runs.sort(key=lambda r: r['run'])
 for r in runs:
     r['stale_x'] = r['p99_a'] / r['p99']
     r['apply_x'] = r['apply'] / r['apply_a']
-
-def machine(m):
-    return f"{m['pod_build_ns'] / 1000:.2f} µs / {m['memory_load_ns']:.0f} ns" if m else '-'
-
-
-print(f'| run | variant | {row} p99 | {anchor} p99 | p99 ratio | {row} apply/s | {anchor} apply/s | apply ratio | queue max '
-      f'| machine before {row}: pod / load |')
-print('|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+print(f'| run | variant | {row} p99 | {anchor} p99 | p99 ratio | {row} apply/s | {anchor} apply/s | apply ratio | queue max |')
+print('|---:|---|---:|---:|---:|---:|---:|---:|---:|')
 for r in runs:
     print(f"| {r['run']} | {r['label']} | {r['p99']:,.1f} ms | {r['p99_a']:,.1f} ms | {r['stale_x']:.1f}x "
-          f"| {r['apply']:,.0f} | {r['apply_a']:,.0f} | {r['apply_x']:.2f}x | {r['queue']:,} / {r['queue_a']:,} "
-          f"| {machine(r['machine'])} |")
+          f"| {r['apply']:,.0f} | {r['apply_a']:,.0f} | {r['apply_x']:.2f}x | {r['queue']:,} / {r['queue_a']:,} |")
 print()
 for label in dict.fromkeys(r['label'] for r in runs):
     g = [r for r in runs if r['label'] == label]

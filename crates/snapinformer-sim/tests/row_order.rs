@@ -105,6 +105,11 @@ fn repeated_seed_runs_rotate_the_rows_of_a_mode_and_report_them_in_the_order_ask
         ran.rotate_left(i);
         assert_eq!(names(&mode["run_order"]), ran, "run {i} starts {i} rows later");
         assert_eq!(names(&mode["rows"]), rows, "run {i} lists its rows as asked");
+        for row in mode["rows"].as_array().expect("rows") {
+            let speed = &row["machine_speed"];
+            assert!(speed["pod_build_ns"].as_f64().is_some_and(|v| v > 0.0), "run {i}: {row:#}");
+            assert_eq!(speed["cycle_mib"], 128, "without --quick, the whole probe: {speed}");
+        }
     }
     assert!(median["modes"][0].get("run_order").is_none(), "{:#}", median["modes"][0]);
 }

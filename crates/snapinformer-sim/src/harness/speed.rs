@@ -20,12 +20,23 @@
 //!   a buffer four times the last-level cache, each load's address taken from the one before):
 //!   the memory's latency as this guest sees it.
 //!
-//! Each is the median of [`CHUNKS`] timed chunks. The probe takes about half a second in a
-//! release build, most of it building the cycle. [`measure_small`] (for `--quick` runs and the
-//! tests, whose builds are unoptimized) uses a 4 MiB cycle, which the last-level cache holds:
-//! its load time is a cache's, not memory's; [`MachineSpeed::cycle_mib`] says which.
+//! Each is the median of [`CHUNKS`] timed chunks. The cycle is built at the first probe and kept
+//! for the process's life (128 MiB), so that every later probe follows the same one through
+//! pages already in place. A probe then builds 5,000 pods and makes 2.4 million loads: at the
+//! figures measured on the project machine (5-10 µs a pod, 150-175 ns a load) about 0.4 s.
+//! [`measure_small`] (for `--quick` runs and the tests, whose builds are unoptimized) uses a
+//! 4 MiB cycle, which the last-level cache holds: its load time is a cache's, not memory's;
+//! [`MachineSpeed::cycle_mib`] says which.
+//!
+//! # What it is worth
+//!
+//! Measured on 2026-12-07 (six runs, three rows; BENCHMARKS.md, "A speed reference for the
+//! machine"): neither figure followed how fast the rows then ran (rank correlation with the
+//! rows' own build time in their loops 0.22 and 0.19), and the pod build was bimodal (4.6-4.7 or
+//! 7.3-9.8 µs). It is a record of the moment before each row, not a gauge of the row's hour;
+//! nothing leans on it.
 
-use std::time::Instant;
+use std::{sync::OnceLock, time::Instant};
 
 use crate::pods::{self, PodProfile, Rng, Shape};
 
@@ -54,16 +65,22 @@ pub struct MachineSpeed {
 
 /// Runs the probe on the calling thread.
 pub fn measure() -> MachineSpeed {
-    measure_with(PODS_PER_CHUNK, CYCLE_ENTRIES, LOADS_PER_CHUNK)
+    static CYCLE: OnceLock<Vec<u32>> = OnceLock::new();
+    measure_with(PODS_PER_CHUNK, CYCLE.get_or_init(|| random_cycle(CYCLE_ENTRIES)), LOADS_PER_CHUNK)
 }
 
 /// A smaller probe, for `--quick` runs: a tenth of the pods and a 4 MiB cycle, which the cache
 /// holds.
 pub fn measure_small() -> MachineSpeed {
-    measure_with(PODS_PER_CHUNK / 10, 1 << 20, LOADS_PER_CHUNK / 4)
+    static CYCLE: OnceLock<Vec<u32>> = OnceLock::new();
+    measure_with(
+        PODS_PER_CHUNK / 10,
+        CYCLE.get_or_init(|| random_cycle(1 << 20)),
+        LOADS_PER_CHUNK / 4,
+    )
 }
 
-fn measure_with(pods_per_chunk: usize, entries: usize, loads: usize) -> MachineSpeed {
+fn measure_with(pods_per_chunk: usize, cycle: &[u32], loads: usize) -> MachineSpeed {
     let shape = Shape::for_objects(1_000, 100).with_profile(PodProfile::Realistic);
     // One pod built first, so the allocator's pages for its sizes exist before the timing.
     drop(std::hint::black_box(pods::make_pod(&shape, 0, 1, 0)));
@@ -75,7 +92,6 @@ fn measure_with(pods_per_chunk: usize, entries: usize, loads: usize) -> MachineS
         }
         began.elapsed().as_nanos() as f64 / pods_per_chunk as f64
     });
-    let cycle = random_cycle(entries);
     let mut at = 0u32;
     // Once around the first chunk's length, untimed, to take the buffer's pages out of the timing.
     for _ in 0..loads {
@@ -89,7 +105,11 @@ fn measure_with(pods_per_chunk: usize, entries: usize, loads: usize) -> MachineS
         std::hint::black_box(at);
         began.elapsed().as_nanos() as f64 / loads as f64
     });
-    MachineSpeed { pod_build_ns, memory_load_ns, cycle_mib: ((entries * 4) >> 20) as u64 }
+    MachineSpeed {
+        pod_build_ns,
+        memory_load_ns,
+        cycle_mib: (std::mem::size_of_val(cycle) >> 20) as u64,
+    }
 }
 
 /// A single cycle through `0..n` in random order (Sattolo's shuffle): following it from any
@@ -137,7 +157,7 @@ mod tests {
 
     #[test]
     fn the_probe_reports_positive_finite_times() {
-        let speed = measure_with(20, 1 << 16, 10_000);
+        let speed = measure_with(20, &random_cycle(1 << 16), 10_000);
         for (what, v) in [("pod build", speed.pod_build_ns), ("memory load", speed.memory_load_ns)]
         {
             assert!(v.is_finite() && v > 0.0, "{what}: {v} ns");

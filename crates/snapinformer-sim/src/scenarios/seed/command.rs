@@ -321,7 +321,18 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
                     &format!("run {i}/{repeat} {} {}", mode.name(), row.name()),
                     &bar,
                 );
-                let report = run_parent_row(row, mode, args, &params, &runtime, &bar)?;
+                bar.set_message(format!(
+                    "run {i}/{repeat} {} {}: timing the machine",
+                    mode.name(),
+                    row.name()
+                ));
+                let speed = if args.quick {
+                    crate::harness::speed::measure_small()
+                } else {
+                    crate::harness::speed::measure()
+                };
+                let mut report = run_parent_row(row, mode, args, &params, &runtime, &bar)?;
+                report.machine_speed = Some(speed);
                 bar.inc(1);
                 Ok::<_, String>(report)
             })?;

@@ -157,6 +157,10 @@ pub struct SeedRowReport {
     /// and time to all Running), and the controllers' own counts beside it.
     #[serde(default)]
     pub server: Option<ServerFigures>,
+    /// How fast the machine was just before the row's worker started, measured in the parent
+    /// with the same fixed work for every row (`None` in reports written before 2026-12-08).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_speed: Option<crate::harness::speed::MachineSpeed>,
 }
 
 /// What a real-mode row counted from kube-apiserver's side: its `/metrics`, its audit log and
@@ -486,6 +490,21 @@ pub fn table(report: &SeedReport, m: usize) -> String {
     }
     for r in mode.rows.iter().filter(|r| !r.cpu_by_thread_s.is_empty()) {
         let _ = writeln!(s, "  CPU while the controllers ran, {}: {}", r.name, cpu_groups(r));
+    }
+    let machine: Vec<String> = mode
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let m = r.machine_speed?;
+            Some(format!("{} {:.2} µs / {:.1} ns", r.name, m.pod_build_ns / 1e3, m.memory_load_ns))
+        })
+        .collect();
+    if !machine.is_empty() {
+        let _ = writeln!(
+            s,
+            "  the machine before each row (the same fixed work in the parent: building one realistic pod / one load from memory): {}",
+            machine.join(", ")
+        );
     }
     for t in &mode.targets {
         let _ = writeln!(

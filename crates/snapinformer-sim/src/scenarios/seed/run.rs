@@ -492,6 +492,7 @@ pub fn run_row(
         staleness_cdf: outcome.staleness.from_slot.cdf(),
         memory_trace: memory,
         server: None,
+        machine_speed: None,
     };
     Ok(report)
 }
