@@ -32,7 +32,7 @@
 //!
 //! Measured on 2026-12-07 (six runs, three rows; BENCHMARKS.md, "A speed reference for the
 //! machine"): neither figure followed how fast the rows then ran (rank correlation with the
-//! rows' own build time in their loops 0.22 and 0.19), and the pod build was bimodal (4.6-4.7 or
+//! rows' own build time in their loops 0.22 and 0.19), and the pod build was bimodal (4.6-4.9 or
 //! 7.3-9.8 µs). It is a record of the moment before each row, not a gauge of the row's hour;
 //! nothing leans on it.
 
