@@ -122,6 +122,24 @@ mod touch {
 
     type Done = Result<(), Stopped>;
 
+    /// Serializer methods for values that own nothing to touch.
+    macro_rules! ignore {
+        ($($method:ident($($ty:ty),*)),* $(,)?) => {$(
+            fn $method(self, $(_: $ty),*) -> Done {
+                Ok(())
+            }
+        )*};
+    }
+
+    /// Serializer methods that begin a compound value: its parts come through the walker.
+    macro_rules! begin {
+        ($($method:ident($($ty:ty),*)),* $(,)?) => {$(
+            fn $method(self, $(_: $ty),*) -> Result<Toucher, Stopped> {
+                Ok(Toucher)
+            }
+        )*};
+    }
+
     impl ser::Serializer for Toucher {
         type Ok = ();
         type Error = Stopped;
@@ -133,42 +151,25 @@ mod touch {
         type SerializeStruct = Toucher;
         type SerializeStructVariant = Toucher;
 
-        fn serialize_bool(self, _: bool) -> Done {
-            Ok(())
-        }
-        fn serialize_i8(self, _: i8) -> Done {
-            Ok(())
-        }
-        fn serialize_i16(self, _: i16) -> Done {
-            Ok(())
-        }
-        fn serialize_i32(self, _: i32) -> Done {
-            Ok(())
-        }
-        fn serialize_i64(self, _: i64) -> Done {
-            Ok(())
-        }
-        fn serialize_u8(self, _: u8) -> Done {
-            Ok(())
-        }
-        fn serialize_u16(self, _: u16) -> Done {
-            Ok(())
-        }
-        fn serialize_u32(self, _: u32) -> Done {
-            Ok(())
-        }
-        fn serialize_u64(self, _: u64) -> Done {
-            Ok(())
-        }
-        fn serialize_f32(self, _: f32) -> Done {
-            Ok(())
-        }
-        fn serialize_f64(self, _: f64) -> Done {
-            Ok(())
-        }
-        fn serialize_char(self, _: char) -> Done {
-            Ok(())
-        }
+        // Numbers, booleans and characters own no heap memory.
+        ignore!(
+            serialize_bool(bool),
+            serialize_i8(i8),
+            serialize_i16(i16),
+            serialize_i32(i32),
+            serialize_i64(i64),
+            serialize_u8(u8),
+            serialize_u16(u16),
+            serialize_u32(u32),
+            serialize_u64(u64),
+            serialize_f32(f32),
+            serialize_f64(f64),
+            serialize_char(char),
+            serialize_none(),
+            serialize_unit(),
+            serialize_unit_struct(&'static str),
+            serialize_unit_variant(&'static str, u32, &'static str),
+        );
         fn serialize_str(self, v: &str) -> Done {
             load(v.as_bytes());
             Ok(())
@@ -177,20 +178,8 @@ mod touch {
             load(v);
             Ok(())
         }
-        fn serialize_none(self) -> Done {
-            Ok(())
-        }
         fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Done {
             value.serialize(self)
-        }
-        fn serialize_unit(self) -> Done {
-            Ok(())
-        }
-        fn serialize_unit_struct(self, _: &'static str) -> Done {
-            Ok(())
-        }
-        fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Done {
-            Ok(())
         }
         fn serialize_newtype_struct<T: Serialize + ?Sized>(
             self,
@@ -208,39 +197,15 @@ mod touch {
         ) -> Done {
             value.serialize(self)
         }
-        fn serialize_seq(self, _: Option<usize>) -> Result<Toucher, Stopped> {
-            Ok(Toucher)
-        }
-        fn serialize_tuple(self, _: usize) -> Result<Toucher, Stopped> {
-            Ok(Toucher)
-        }
-        fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Toucher, Stopped> {
-            Ok(Toucher)
-        }
-        fn serialize_tuple_variant(
-            self,
-            _: &'static str,
-            _: u32,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Toucher, Stopped> {
-            Ok(Toucher)
-        }
-        fn serialize_map(self, _: Option<usize>) -> Result<Toucher, Stopped> {
-            Ok(Toucher)
-        }
-        fn serialize_struct(self, _: &'static str, _: usize) -> Result<Toucher, Stopped> {
-            Ok(Toucher)
-        }
-        fn serialize_struct_variant(
-            self,
-            _: &'static str,
-            _: u32,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Toucher, Stopped> {
-            Ok(Toucher)
-        }
+        begin!(
+            serialize_seq(Option<usize>),
+            serialize_tuple(usize),
+            serialize_tuple_struct(&'static str, usize),
+            serialize_tuple_variant(&'static str, u32, &'static str, usize),
+            serialize_map(Option<usize>),
+            serialize_struct(&'static str, usize),
+            serialize_struct_variant(&'static str, u32, &'static str, usize),
+        );
         // Strings the value formats (timestamps, quantities written with `Display`) are built for
         // the walk, not owned by the value: skip them.
         fn collect_str<T: fmt::Display + ?Sized>(self, _: &T) -> Done {
@@ -251,49 +216,31 @@ mod touch {
         }
     }
 
-    impl SerializeSeq for Toucher {
-        type Ok = ();
-        type Error = Stopped;
-        fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-            value.serialize(Toucher)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
+    /// The compound serializers that take one value at a time: each serializes it with a
+    /// fresh walker.
+    macro_rules! one_value_at_a_time {
+        ($($trait:ident::$method:ident($($name:ty),*)),* $(,)?) => {$(
+            impl $trait for Toucher {
+                type Ok = ();
+                type Error = Stopped;
+                fn $method<T: Serialize + ?Sized>(&mut self, $(_: $name,)* value: &T) -> Done {
+                    value.serialize(Toucher)
+                }
+                fn end(self) -> Done {
+                    Ok(())
+                }
+            }
+        )*};
     }
 
-    impl SerializeTuple for Toucher {
-        type Ok = ();
-        type Error = Stopped;
-        fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-            value.serialize(Toucher)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
-
-    impl SerializeTupleStruct for Toucher {
-        type Ok = ();
-        type Error = Stopped;
-        fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-            value.serialize(Toucher)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
-
-    impl SerializeTupleVariant for Toucher {
-        type Ok = ();
-        type Error = Stopped;
-        fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-            value.serialize(Toucher)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
+    one_value_at_a_time!(
+        SerializeSeq::serialize_element(),
+        SerializeTuple::serialize_element(),
+        SerializeTupleStruct::serialize_field(),
+        SerializeTupleVariant::serialize_field(),
+        SerializeStruct::serialize_field(&'static str),
+        SerializeStructVariant::serialize_field(&'static str),
+    );
 
     impl SerializeMap for Toucher {
         type Ok = ();
@@ -302,28 +249,6 @@ mod touch {
             key.serialize(Toucher)
         }
         fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-            value.serialize(Toucher)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
-
-    impl SerializeStruct for Toucher {
-        type Ok = ();
-        type Error = Stopped;
-        fn serialize_field<T: Serialize + ?Sized>(&mut self, _: &'static str, value: &T) -> Done {
-            value.serialize(Toucher)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
-
-    impl SerializeStructVariant for Toucher {
-        type Ok = ();
-        type Error = Stopped;
-        fn serialize_field<T: Serialize + ?Sized>(&mut self, _: &'static str, value: &T) -> Done {
             value.serialize(Toucher)
         }
         fn end(self) -> Done {
