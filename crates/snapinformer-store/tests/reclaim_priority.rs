@@ -4,7 +4,10 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use common::{TObj, access};
 use snapinformer_store::{ReclaimPriority, StoreBuilder};
@@ -24,7 +27,13 @@ fn reclaimer_policies() -> Vec<u64> {
         if comm.trim_end() != &"snapinformer-reclaim"[..15] {
             continue;
         }
-        let stat = std::fs::read_to_string(dir.join("stat")).expect("a task's stat");
+        // A thread that was joined may still be listed while the kernel finishes its exit, and
+        // be gone by the time its `stat` is read: it is no longer a thread of this process.
+        let stat = match std::fs::read_to_string(dir.join("stat")) {
+            Ok(stat) => stat,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("reading {}: {e}", dir.join("stat").display()),
+        };
         // Fields after the command name (which may hold spaces), from field 3 (`state`) on;
         // `policy` is field 41.
         let after = stat.rsplit_once(')').expect("stat has a command name").1;
@@ -32,6 +41,24 @@ fn reclaimer_policies() -> Vec<u64> {
         found.push(policy.parse().expect("a numeric policy"));
     }
     found
+}
+
+/// Waits until no thread named `snapinformer-reclaim` is left, for at most five seconds: a
+/// joined thread can stay listed under `/proc/self/task` for a moment while the kernel finishes
+/// its exit. Fails with `why` if one is still there then.
+fn assert_no_reclaimer_soon(why: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = reclaimer_policies();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{why}: reclaimer threads still running after 5 s: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn obj(name: &str, rv: u32) -> Arc<TObj> {
@@ -52,7 +79,7 @@ fn the_reclaimer_runs_at_normal_priority_by_default_and_at_idle_when_asked() {
         assert_eq!(w.reclaim_priority(), Some(ReclaimPriority::Normal));
         assert_eq!(reclaimer_policies(), vec![SCHED_OTHER]);
     }
-    assert!(reclaimer_policies().is_empty(), "dropping the writer ends its reclaimer");
+    assert_no_reclaimer_soon("dropping the writer ends its reclaimer");
     {
         let (mut w, r) =
             StoreBuilder::new(access()).reclaim_priority(ReclaimPriority::Idle).build().unwrap();
@@ -69,7 +96,7 @@ fn the_reclaimer_runs_at_normal_priority_by_default_and_at_idle_when_asked() {
         drop(w);
         assert!(weak.upgrade().is_none(), "the first version was freed when the writer dropped");
     }
-    assert!(reclaimer_policies().is_empty(), "dropping the writer ends its reclaimer");
+    assert_no_reclaimer_soon("dropping the writer ends its reclaimer");
     let (w, _r) = StoreBuilder::new(access()).background_reclaim(false).build().unwrap();
     assert_eq!(w.reclaim_priority(), None);
     assert!(reclaimer_policies().is_empty());
