@@ -56,7 +56,7 @@ def set_reports(doc, scenario, default_anchor):
     """Reads `<dir> [<dir> ...] [anchor-row]` from the command line (or exits with `doc`) and
     returns the directories (joined by ", "), the anchor row, whether it was named, and the
     reports of `scenario` found in them, in order: `<dir>/runs/` as `--out` writes them, or
-    `<dir>/` as committed under docs/runs/. Several directories pool their runs; a last
+    `<dir>/` as committed under docs/runs/ (a `--out`'s run files, or an interleaved set's). Several directories pool their runs; a last
     argument that is not a directory names the anchor row."""
     args = sys.argv[1:]
     anchor, named = default_anchor, False
@@ -67,8 +67,11 @@ def set_reports(doc, scenario, default_anchor):
     pattern = f'{scenario}-*.json'
     reports = []
     for out in args:
+        # As `--out` writes them, as committed from a `store --out`, or as committed from an
+        # interleaved set (<n>-<label>-<scenario>-*.json, from scripts/thin-runs.py).
         paths = sorted(glob.glob(os.path.join(out, 'runs', pattern))) or \
-            sorted(glob.glob(os.path.join(out, pattern)))
+            sorted(glob.glob(os.path.join(out, pattern))) or \
+            sorted(glob.glob(os.path.join(out, f'*-{pattern}')))
         if not paths:
             sys.exit(f'{out}: no {pattern} run files (in it or under runs/)')
         for path in paths:

@@ -63,6 +63,11 @@ pub struct MachineSpeed {
     pub cycle_mib: u64,
 }
 
+/// The probe a run uses: [`measure_small`] for a `--quick` run, [`measure`] otherwise.
+pub fn measure_for(quick: bool) -> MachineSpeed {
+    if quick { measure_small() } else { measure() }
+}
+
 /// Runs the probe on the calling thread.
 pub fn measure() -> MachineSpeed {
     static CYCLE: OnceLock<Vec<u32>> = OnceLock::new();

@@ -326,11 +326,7 @@ pub fn main(args: &SeedArgs, heap: &'static dyn HeapMeter, allocator: &str) -> R
                     mode.name(),
                     row.name()
                 ));
-                let speed = if args.quick {
-                    crate::harness::speed::measure_small()
-                } else {
-                    crate::harness::speed::measure()
-                };
+                let speed = crate::harness::speed::measure_for(args.quick);
                 let mut report = run_parent_row(row, mode, args, &params, &runtime, &bar)?;
                 report.machine_speed = Some(speed);
                 bar.inc(1);

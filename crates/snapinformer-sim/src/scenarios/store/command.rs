@@ -267,11 +267,7 @@ pub fn main(args: &StoreArgs, heap: &'static dyn HeapMeter, allocator: &str) -> 
                 &bar,
             );
             bar.set_message(format!("run {i}/{repeat} {}: timing the machine", row.name));
-            let speed = if args.quick {
-                crate::harness::speed::measure_small()
-            } else {
-                crate::harness::speed::measure()
-            };
+            let speed = crate::harness::speed::measure_for(args.quick);
             let mut report = run_worker(row, go_worker.as_deref(), &params, &args.out, &bar)?;
             report.machine_speed = Some(speed);
             bar.inc(1);
